@@ -1,0 +1,53 @@
+# Every target creates or updates .venv first, so a fresh clone needs only python3 (>= 3.11),
+# make, and (for the offline MathJax) npm.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+MATHJAX := book/_mathjax/tex-chtml.js
+
+.PHONY: setup book book-clean test exercises grade browser clean help
+
+help:
+	@echo "make book       set up .venv and build the book into book/_build/html"
+	@echo "make test       set up .venv and run the whole test suite"
+	@echo "make exercises  regenerate exercises/ from solutions/ with nbgrader"
+	@echo "make grade ASSIGNMENT=ch01_bigrams   autograde submitted/ (instructors)"
+	@echo "make clean      remove build output (keeps .venv)"
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[book,grading,dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3" >/dev/null
+	touch $(STAMP)
+
+setup: $(STAMP) $(MATHJAX)
+
+# MathJax 3 from the npm registry, served by the book itself so pages typeset math offline.
+$(MATHJAX):
+	bash book/fetch_mathjax.sh book/_mathjax
+
+book: setup
+	$(BIN)/jupyter-book build book --builder html
+
+book-clean:
+	rm -rf book/_build
+
+test: setup browser
+	$(BIN)/python -m pytest
+
+exercises: setup
+	$(BIN)/python -m mini_llm.exercises
+
+grade: setup
+	$(BIN)/mini-llm grade $(ASSIGNMENT)
+
+# Headless Chromium for the rendered-book tests (Debian's package; needs root to install).
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	  else echo "Browser tests need Debian's chromium: sudo apt-get install chromium"; fi; }
+
+clean: book-clean
+	rm -rf test-artifacts .pytest_cache
