@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-MATHJAX := book/_mathjax/tex-chtml.js
+MATHJAX := book/_mathjax/_static/mathjax/tex-chtml.js
 
 .PHONY: setup book book-clean test exercises grade browser clean help
 
@@ -26,7 +26,7 @@ setup: $(STAMP) $(MATHJAX)
 
 # MathJax 3 from the npm registry, served by the book itself so pages typeset math offline.
 $(MATHJAX):
-	bash book/fetch_mathjax.sh book/_mathjax
+	bash book/fetch_mathjax.sh book/_mathjax/_static/mathjax
 
 book: setup
 	$(BIN)/jupyter-book build book --builder html
