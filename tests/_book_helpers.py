@@ -1,0 +1,64 @@
+"""Helpers shared by the book tests (not fixtures: they are needed when tests are collected)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BOOK_DIR = REPO / "book"
+BOOK_BUILD_DIR = BOOK_DIR / "_build"
+BOOK_HTML_DIR = BOOK_BUILD_DIR / "html"
+MATHJAX_JS = BOOK_DIR / "_mathjax" / "_static" / "mathjax" / "tex-chtml.js"
+BOOK_BUILD_TIMEOUT_S = 1800  # 12 chapters x 90 s budget, with room to spare on a fresh cache
+
+
+def venv_tool(name: str) -> Path:
+    """A console script from the environment running the tests (the project's .venv)."""
+    return Path(sys.executable).parent / name
+
+
+def run_jupyter_book(book_dir: Path, timeout: float = BOOK_BUILD_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """Build `book_dir` to HTML with the environment's jupyter-book; output merged in `.stdout`."""
+    exe = venv_tool("jupyter-book")
+    assert exe.exists(), f"{exe} not found: run `make book` (it installs jupyter-book into .venv)"
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYDEVD_DISABLE_FILE_VALIDATION="1")
+    return subprocess.run(
+        [str(exe), "build", str(book_dir), "--builder", "html"],
+        cwd=book_dir.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
+
+
+CHAPTER_RE = re.compile(r"^ch(\d\d)_[a-z0-9_]+$")
+
+
+def toc_docnames(toc_path: Path = BOOK_DIR / "_toc.yml") -> list[str]:
+    """Every page of the book in reading order: the root, then each file the toc lists."""
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
+    names = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                names.append(str(Path(entry["file"]).with_suffix("")))
+            for key in ("parts", "chapters", "sections"):
+                walk(entry.get(key))
+
+    walk(toc.get("parts"))
+    walk(toc.get("chapters"))
+    return names
+
+
+def chapter_docnames() -> list[str]:
+    """The numbered chapters (chNN_topic) listed in the toc, in order."""
+    return [name for name in toc_docnames() if CHAPTER_RE.match(Path(name).name)]

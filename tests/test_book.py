@@ -1,0 +1,285 @@
+"""The Jupyter Book builds, executes every chapter without error, and needs no network to read."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+
+from _book_helpers import BOOK_DIR, CHAPTER_RE, chapter_docnames, run_jupyter_book, toc_docnames
+
+pytestmark = pytest.mark.book
+
+PAGES = toc_docnames()
+CHAPTERS = chapter_docnames()
+
+# The twelve chapters of the course plan (DESIGN.md), by number: a word each title must contain.
+PLANNED_CHAPTERS = {
+    1: "bigram",
+    2: "n-gram",
+    3: "neural language model",
+    4: "embedding",
+    5: "recurrent",
+    6: "lstm",
+    7: "attention",
+    8: "self-attention",
+    9: "transformer",
+    10: "tokeniz",
+    11: "gpt",
+    12: "gpu",
+}
+
+# A URL that leaves the machine: http://, https:// or protocol-relative //host.
+OUTSIDE = re.compile(r"^\s*(?:https?:)?//", re.IGNORECASE)
+CSS_URL = re.compile(r"""(?:url\(\s*['"]?|@import\s+['"])([^'")\s]+)""", re.IGNORECASE)
+# Attributes through which a page loads something when it is opened (links in <a> are not loads).
+LOADING_ATTRS = {
+    "script": ["src"],
+    "link": ["href"],
+    "img": ["src", "srcset"],
+    "source": ["src", "srcset"],
+    "iframe": ["src"],
+    "frame": ["src"],
+    "embed": ["src"],
+    "object": ["data"],
+    "video": ["src", "poster"],
+    "audio": ["src"],
+    "track": ["src"],
+    "input": ["src"],
+    "image": ["href", "xlink:href"],
+    "use": ["href", "xlink:href"],
+}
+
+
+def page(built_book: Path, docname: str) -> BeautifulSoup:
+    path = built_book / f"{docname}.html"
+    assert path.exists(), f"{docname} is in _toc.yml but the build wrote no {path.name}"
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+
+def article(soup: BeautifulSoup):
+    main = soup.select_one("article.bd-article") or soup.select_one("main")
+    assert main is not None, "page has no <article>/<main> content"
+    return main
+
+
+def test_book_builds(book_build):
+    assert book_build.returncode == 0, book_build.stdout[-6000:]
+    assert "build succeeded" in book_build.stdout
+
+
+def test_toc_has_chapters():
+    assert PAGES[0] == "intro"
+    assert CHAPTERS and CHAPTERS[0] == "ch01_bigrams"
+    numbers = [int(CHAPTER_RE.match(Path(c).name).group(1)) for c in CHAPTERS]
+    assert numbers == sorted(numbers), f"chapters out of order in _toc.yml: {CHAPTERS}"
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_toc_page_built_and_in_navigation(built_book, docname):
+    soup = page(built_book, docname)
+    title = article(soup).find("h1")
+    assert title is not None and title.get_text(strip=True), f"{docname}.html has no title"
+    nav = page(built_book, "intro").select_one("nav.bd-links") or page(built_book, "intro")
+    hrefs = {a.get("href", "").split("#")[0] for a in nav.find_all("a")}
+    if docname != "intro":
+        assert f"{docname}.html" in hrefs, f"{docname} is missing from the book's navigation"
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_chapter_executed_without_errors(built_book, docname):
+    body = article(page(built_book, docname))
+    outputs = body.select("div.cell_output")
+    assert outputs, f"{docname}: no cell outputs, so its code was not executed at build time"
+    errors = body.select(".cell_output .traceback, .cell_output .output.error")
+    assert not errors, f"{docname}: error output in the page:\n{errors[0].get_text()[:2000]}"
+    text = body.get_text()
+    assert "Traceback (most recent call last)" not in text, f"{docname}: a traceback is shown"
+    report = built_book / "reports" / f"{docname}.err.log"
+    assert not report.exists(), f"{docname}: execution report {report}:\n{report.read_text()[:2000]}"
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_chapter_math_ready_for_mathjax(built_book, docname):
+    soup = page(built_book, docname)
+    body = article(soup)
+    maths = body.select(".math")
+    assert maths, f"{docname}: no math in the page (every chapter writes its math in LaTeX)"
+    for node in maths:
+        tex = node.get_text()
+        assert re.search(r"\\\(|\\\[|\\begin\{", tex), f"{docname}: math not delimited for MathJax: {tex!r}"
+    for node in maths:
+        node.decompose()
+    assert "$$" not in body.get_text(), f"{docname}: a $$ block was left unparsed"
+    assert_local_mathjax(built_book, soup, docname)
+
+
+def assert_local_mathjax(built_book: Path, soup: BeautifulSoup, docname: str) -> None:
+    srcs = [s["src"] for s in soup.find_all("script", src=True) if "mathjax" in s["src"].lower()]
+    assert srcs, f"{docname}: no MathJax script on the page"
+    for src in srcs:
+        assert not OUTSIDE.match(src), f"{docname}: MathJax loaded from outside: {src}"
+        local = built_book / src.split("?")[0]
+        assert local.is_file(), f"{docname}: MathJax script {src} is not in the build ({local})"
+    fonts = built_book / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2"
+    assert len(list(fonts.glob("*.woff"))) >= 10, f"MathJax fonts missing from {fonts}"
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_chapter_links_its_exercise_notebook(built_book, docname):
+    body = article(page(built_book, docname))
+    name = Path(docname).name
+    links = [a["href"] for a in body.select("a.download[href]") if a["href"].endswith(f"/{name}.ipynb")]
+    assert links, (
+        f"{docname}: no download link to its exercise notebook; add "
+        f"{{download}}`{name}.ipynb <../exercises/{name}/{name}.ipynb>` (see CONTRIBUTING.md)"
+    )
+    for href in links:
+        assert (built_book / href).is_file(), f"{docname}: {href} was not copied into the build"
+
+
+def test_intro_lists_all_twelve_chapters(built_book):
+    soup = page(built_book, "intro")
+    table = article(soup).find("table")
+    assert table is not None, "intro has no table of chapters"
+    rows = [tr.find_all("td") for tr in table.select("tbody tr")]
+    assert len(rows) == 12, f"intro table has {len(rows)} chapters, the course plan has 12"
+    in_toc = {int(CHAPTER_RE.match(Path(c).name).group(1)): c for c in CHAPTERS}
+    for number, cells in enumerate(rows, start=1):
+        assert cells[0].get_text(strip=True) == str(number)
+        title = cells[1].get_text(" ", strip=True).lower()
+        assert PLANNED_CHAPTERS[number] in title, f"row {number}: {title!r}"
+        status = cells[-1].get_text(strip=True).lower()
+        link = cells[1].find("a")
+        if number in in_toc:
+            assert link is not None and link.get("href", "").split("#")[0] == f"{in_toc[number]}.html", (
+                f"intro: chapter {number} is in the toc but its row does not link to it"
+            )
+            assert status != "coming", f"intro: chapter {number} is written but marked coming"
+        else:
+            assert link is None and status == "coming", (
+                f"intro: chapter {number} is not in the toc yet, so its row must say 'coming'"
+            )
+
+
+def test_intro_explains_setup_exercises_and_grading(built_book):
+    text = " ".join(article(page(built_book, "intro")).get_text().split())
+    for phrase in [
+        "make book",
+        "make test",
+        ".venv/bin/jupyter lab",
+        "exercises/ch01_bigrams/ch01_bigrams.ipynb",
+        "YOUR CODE HERE",
+        "submitted/<student>/<assignment>/",
+        "make grade ASSIGNMENT=ch01_bigrams",
+        "gradebook.db",
+    ]:
+        assert phrase in text, f"intro does not mention {phrase!r}"
+
+
+def outside_loads(html: str) -> list[str]:
+    """Everything a page would fetch from another host when opened."""
+    soup = BeautifulSoup(html, "html.parser")
+    found = []
+    for tag, attrs in LOADING_ATTRS.items():
+        for node in soup.find_all(tag):
+            for attr in attrs:
+                for url in re.split(r",\s*", node.get(attr) or ""):
+                    if url and OUTSIDE.match(url.split()[0]):
+                        found.append(f"<{tag} {attr}={url}>")
+    for node in soup.find_all(style=True):
+        found += [f"style url({u})" for u in CSS_URL.findall(node["style"]) if OUTSIDE.match(u)]
+    for node in soup.find_all("style"):
+        found += [f"<style> {u}" for u in CSS_URL.findall(node.get_text()) if OUTSIDE.match(u)]
+    for node in soup.find_all("meta", attrs={"http-equiv": re.compile("refresh", re.I)}):
+        target = (node.get("content") or "").partition("url=")[2]
+        if OUTSIDE.match(target):
+            found.append(f"<meta refresh {target}>")
+    return found
+
+
+def test_outside_loads_detector():
+    """The scanner below would notice the kinds of reference it is meant to catch."""
+    html = (
+        '<link rel="stylesheet" href="https://cdn.example/x.css">'
+        '<script src="//cdn.example/x.js"></script><img src="http://x.example/a.png">'
+        '<div style="background: url(https://x.example/b.png)"></div>'
+        '<a href="https://example.org">a link in prose is fine</a><script src="_static/ok.js"></script>'
+    )
+    assert len(outside_loads(html)) == 4
+
+
+def test_pages_load_nothing_from_outside(built_book):
+    pages = sorted(built_book.glob("*.html"))
+    assert len(pages) >= len(PAGES)
+    problems = {p.name: outside_loads(p.read_text(encoding="utf-8")) for p in pages}
+    problems = {name: found for name, found in problems.items() if found}
+    assert not problems, f"pages load resources from other hosts: {problems}"
+
+
+def test_stylesheets_load_nothing_from_outside(built_book):
+    sheets = [p for p in (built_book / "_static").rglob("*.css") if "mathjax" not in p.parts]
+    assert sheets
+    problems = []
+    for sheet in sheets:
+        css = re.sub(r"/\*.*?\*/", "", sheet.read_text(encoding="utf-8", errors="replace"), flags=re.S)
+        problems += [f"{sheet.name}: {u}" for u in CSS_URL.findall(css) if OUTSIDE.match(u)]
+    assert not problems, f"stylesheets load from other hosts: {problems}"
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_no_duplicate_scripts(built_book, docname):
+    soup = page(built_book, docname)
+    scripts = [s.get("src") or s.get_text().strip() for s in soup.find_all("script")]
+    scripts = [s for s in scripts if s]
+    duplicates = sorted({s[:80] for s in scripts if scripts.count(s) > 1})
+    assert not duplicates, f"{docname}: scripts included twice: {duplicates}"
+    declared = len(re.findall(r"const THEBE_JS_URL\b", str(soup)))
+    assert declared <= 1, f"{docname}: THEBE_JS_URL declared {declared} times"
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_pages_with_math_use_local_mathjax(built_book, docname):
+    soup = page(built_book, docname)
+    if article(soup).select(".math"):
+        assert_local_mathjax(built_book, soup, docname)
+
+
+ERROR_PAGE = """\
+---
+jupytext:
+  text_representation:
+    format_name: myst
+kernelspec: {name: python3, display_name: Python 3, language: python}
+---
+
+# A page with code
+
+```{code-cell} ipython3
+print("this cell runs")
+```
+"""
+
+
+def test_cell_error_fails_the_build(tmp_path):
+    """With the book's own configuration, an exception in any cell makes the build exit non-zero."""
+    book = tmp_path / "book"
+    book.mkdir()
+    shutil.copy(BOOK_DIR / "_config.yml", book / "_config.yml")
+    shutil.copytree(BOOK_DIR / "_ext", book / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
+    (book / "_toc.yml").write_text("format: jb-book\nroot: page\n")
+    (book / "page.md").write_text(ERROR_PAGE)
+
+    good = run_jupyter_book(book, timeout=300)
+    assert good.returncode == 0, f"the control build failed:\n{good.stdout[-4000:]}"
+    assert "this cell runs" in (book / "_build" / "html" / "page.html").read_text()
+
+    (book / "page.md").write_text(
+        ERROR_PAGE + '\n```{code-cell} ipython3\nraise ValueError("deliberate failure")\n```\n'
+    )
+    bad = run_jupyter_book(book, timeout=300)
+    assert bad.returncode != 0, f"a cell raised but the build exited 0:\n{bad.stdout[-4000:]}"
+    assert "deliberate failure" in bad.stdout
