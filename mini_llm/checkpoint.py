@@ -1,0 +1,65 @@
+"""Checkpoints that survive a crash: written to a temporary file, then renamed into place.
+
+``os.replace`` is atomic, so a checkpoint file is always either the previous complete one or the
+new complete one, never half of each -- even if the process dies while writing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing, damaged or not a mini_llm checkpoint."""
+
+
+def save_checkpoint(state: dict, path: str | Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    torch.save(state, temporary)
+    os.replace(temporary, path)
+
+
+def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
+    """The dict saved by :func:`save_checkpoint`, or a :class:`CheckpointError` saying why not."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}; train a model first (mini-llm train)")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # torch raises several types for a cut or corrupted zip archive
+        raise CheckpointError(
+            f"checkpoint {path} is damaged or truncated and cannot be read ({err}); "
+            "delete it and train again, or use an earlier copy"
+        ) from err
+    if not isinstance(state, dict) or "model" not in state:
+        raise CheckpointError(f"{path} is not a mini_llm checkpoint (it has no 'model' entry)")
+    return state
+
+
+def rng_states() -> dict:
+    """The state of every random number generator training may touch."""
+    numpy_state = np.random.get_state()
+    states = {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": [numpy_state[0], numpy_state[1].tolist(), *numpy_state[2:]],
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    random.setstate(states["python"])
+    kind, keys, *rest = states["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), *rest))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

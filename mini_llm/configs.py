@@ -1,0 +1,103 @@
+"""Named run configurations for ``mini-llm train``, and ``key=value`` overrides on top of them.
+
+A run configuration is one flat set of keys: the model's shape (:class:`GPTConfig` fields but
+``vocab_size``, which the tokenizer decides), the training settings (:class:`TrainConfig`
+fields) and the data settings in ``DATA_DEFAULTS``.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from dataclasses import dataclass, fields
+
+from mini_llm.gpt import GPTConfig
+from mini_llm.train import TrainConfig
+
+DATA_DEFAULTS = {"corpus": "shakespeare", "batch_size": 12, "val_fraction": 0.1}
+
+CONFIGS: dict[str, dict] = {
+    # A character-level Shakespeare model that trains in minutes on a laptop CPU.
+    "shakespeare-char-cpu": {
+        "n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64, "dropout": 0.0,
+        "batch_size": 12, "max_iters": 2000, "warmup_iters": 100, "learning_rate": 1e-3,
+        "min_lr": 1e-4, "beta2": 0.99, "eval_interval": 250, "eval_iters": 20, "compile": False,
+    },
+    # The same task at GPU size: ~10.7M parameters, a context of 256 characters.
+    "shakespeare-char-gpu": {
+        "n_layer": 6, "n_head": 6, "n_embd": 384, "block_size": 256, "dropout": 0.2,
+        "batch_size": 64, "max_iters": 5000, "warmup_iters": 100, "learning_rate": 1e-3,
+        "min_lr": 1e-4, "beta2": 0.99, "eval_interval": 250, "eval_iters": 200, "compile": True,
+    },
+}
+
+_MODEL_KEYS = {f.name for f in fields(GPTConfig)} - {"vocab_size"}
+_TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
+
+
+@dataclass
+class RunConfig:
+    """A resolved configuration, split by who uses each part."""
+
+    name: str
+    model: dict  # GPTConfig keyword arguments, without vocab_size
+    train: TrainConfig
+    data: dict  # corpus, batch_size, val_fraction
+
+
+def valid_keys() -> list[str]:
+    return sorted(_MODEL_KEYS | _TRAIN_KEYS | set(DATA_DEFAULTS))
+
+
+def _field_types() -> dict[str, object]:
+    hints = {**typing.get_type_hints(GPTConfig), **typing.get_type_hints(TrainConfig)}
+    hints.update({key: type(value) for key, value in DATA_DEFAULTS.items()})
+    return hints
+
+
+def _parse_value(key: str, text: str, wanted) -> object:
+    """``text`` as the type of ``key``: int, float, bool, str, or one of them or None."""
+    options = typing.get_args(wanted) if isinstance(wanted, types.UnionType) else (wanted,)
+    if type(None) in options and text.lower() in ("none", "null"):
+        return None
+    kind = next(option for option in options if option is not type(None))
+    if kind is bool:
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"{key} must be true or false, got {text!r}")
+    try:
+        return kind(text)
+    except ValueError as err:
+        raise ValueError(f"{key} must be {kind.__name__}, got {text!r}") from err
+
+
+def parse_overrides(pairs: list[str]) -> dict:
+    """``["n_layer=2", "dropout=0.1"]`` → ``{"n_layer": 2, "dropout": 0.1}``, types checked."""
+    types_of = _field_types()
+    overrides = {}
+    for pair in pairs:
+        key, equals, text = pair.partition("=")
+        key = key.strip()
+        if not equals:
+            raise ValueError(f"override {pair!r} is not of the form key=value")
+        if key not in types_of or key == "vocab_size":
+            raise ValueError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys())}")
+        overrides[key] = _parse_value(key, text.strip(), types_of[key])
+    return overrides
+
+
+def resolve(name: str, overrides: list[str] | None = None) -> RunConfig:
+    """Named config ``name`` with ``key=value`` overrides applied."""
+    if name not in CONFIGS:
+        raise ValueError(f"unknown config {name!r}; choose one of: {', '.join(sorted(CONFIGS))}")
+    settings = {**DATA_DEFAULTS, **CONFIGS[name], **parse_overrides(overrides or [])}
+    model = {k: v for k, v in settings.items() if k in _MODEL_KEYS}
+    GPTConfig(vocab_size=1, **model)  # checks the shape now, before any data is read
+    return RunConfig(
+        name=name,
+        model=model,
+        train=TrainConfig(**{k: v for k, v in settings.items() if k in _TRAIN_KEYS}),
+        data={k: settings[k] for k in DATA_DEFAULTS},
+    )

@@ -1,0 +1,111 @@
+"""Token data for training: prepare a corpus once into memory-mapped files, then draw batches.
+
+``prepare`` encodes the text, splits it (the first 90 % for training, the rest for validation,
+so validation text is text the model never trained on) and writes::
+
+    <out_dir>/train.bin   token ids, uint16, one after another
+    <out_dir>/val.bin
+    <out_dir>/meta.json   the tokenizer and the sizes
+
+Training then reads windows straight from the ``.bin`` files through ``numpy.memmap``: nothing
+is loaded in full, and the same files serve any number of runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mini_llm.tokenizer import CharTokenizer, Tokenizer, tokenizer_from_dict
+
+SPLITS = ("train", "val")
+
+
+def prepare(text: str, out_dir: str | Path, val_fraction: float = 0.1,
+            tokenizer: Tokenizer | None = None) -> dict:
+    """Encode ``text`` into ``out_dir``; return the meta data written to ``meta.json``.
+
+    Without a ``tokenizer``, a :class:`CharTokenizer` is built from the text.
+    """
+    if not text:
+        raise ValueError("the text to prepare is empty")
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction must be between 0 and 1, got {val_fraction}")
+    tokenizer = tokenizer or CharTokenizer.from_text(text)
+    if tokenizer.vocab_size > 2**16:
+        raise ValueError(f"vocab_size {tokenizer.vocab_size} does not fit the uint16 token files")
+    ids = (tokenizer.encode_array(text) if hasattr(tokenizer, "encode_array")
+           else np.asarray(tokenizer.encode(text))).astype(np.uint16)
+    n_train = int(len(ids) * (1 - val_fraction))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ids[:n_train].tofile(out_dir / "train.bin")
+    ids[n_train:].tofile(out_dir / "val.bin")
+    meta = {"tokenizer": {"kind": tokenizer.kind, **tokenizer.to_dict()},
+            "vocab_size": tokenizer.vocab_size, "dtype": "uint16",
+            "train_tokens": n_train, "val_tokens": len(ids) - n_train}
+    (out_dir / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    return meta
+
+
+def load_meta(data_dir: str | Path) -> dict:
+    path = Path(data_dir) / "meta.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no prepared data in {data_dir} (missing meta.json); run `mini-llm prepare` first"
+        )
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_tokenizer_of(data_dir: str | Path) -> Tokenizer:
+    return tokenizer_from_dict(load_meta(data_dir)["tokenizer"])
+
+
+def load_split(data_dir: str | Path, split: str) -> np.memmap:
+    """The token ids of ``split`` ("train" or "val"), memory-mapped, read-only."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    load_meta(data_dir)
+    return np.memmap(Path(data_dir) / f"{split}.bin", dtype=np.uint16, mode="r")
+
+
+class RandomBatches:
+    """Random windows of a token array: call it to get ``(x, y)`` with y = x shifted by one.
+
+    Each call draws ``batch_size`` start positions with its own ``torch.Generator``; its state is
+    part of a checkpoint (``state_dict``), so a resumed run draws exactly the batches the
+    uninterrupted run would have.
+    """
+
+    def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int,
+                 device: str | torch.device = "cpu", seed: int = 0):
+        if len(tokens) < block_size + 1:
+            raise ValueError(
+                f"{len(tokens)} tokens are too few for windows of block_size={block_size} "
+                "(need at least block_size + 1); use a smaller block_size or more text"
+            )
+        self.tokens = tokens
+        self.block_size = block_size
+        self.batch_size = batch_size
+        self.device = torch.device(device)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __call__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        starts = torch.randint(len(self.tokens) - self.block_size, (self.batch_size,),
+                               generator=self.generator).tolist()
+        windows = np.stack([self.tokens[s:s + self.block_size + 1] for s in starts])
+        windows = torch.from_numpy(windows.astype(np.int64))
+        if self.device.type == "cuda":  # page-locked memory lets the copy overlap with compute
+            windows = windows.pin_memory().to(self.device, non_blocking=True)
+        else:
+            windows = windows.to(self.device)
+        return windows[:, :-1], windows[:, 1:]
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])

@@ -1,0 +1,24 @@
+"""Where tensors live: ``"auto"`` picks CUDA, then Apple's MPS, then the CPU."""
+
+from __future__ import annotations
+
+import torch
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """The ``torch.device`` for ``device``; ``"auto"`` takes the fastest one available."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        chosen = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or mps") from err
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but no CUDA GPU is available; use --device auto")
+    if chosen.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("device 'mps' was asked for but MPS is not available; use --device auto")
+    return chosen

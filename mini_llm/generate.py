@@ -1,0 +1,91 @@
+"""Text generation: pick the next token from the model's logits, append it, repeat.
+
+Sampling controls, applied in this order to the last position's logits:
+
+* ``temperature`` divides the logits: below 1 sharpens the distribution, above 1 flattens it,
+  and 0 means greedy decoding (always the most likely token);
+* ``top_k`` keeps only the k most likely tokens;
+* ``top_p`` (nucleus sampling) keeps the smallest set of most likely tokens whose probabilities
+  add up to at least p.
+
+With ``use_cache=True`` the model keeps each layer's keys and values (a KV cache), so a new token
+needs one position of work instead of the whole window. The model was trained on windows of at
+most ``block_size`` tokens with positions 0…block_size−1, so the context is always the last
+``block_size`` tokens. Once a sequence is longer than that, every token's position shifts by one
+at each step and cached keys no longer fit: the cache is emptied and refilled from the cropped
+window (a "re-prefill"). Both ways produce the same tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def filter_logits(logits: torch.Tensor, top_k: int | None = None,
+                  top_p: float | None = None) -> torch.Tensor:
+    """Set to -inf the logits (B, V) of tokens that top-k or top-p sampling rules out."""
+    if top_k is not None and top_k < logits.size(-1):
+        kth_best = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth_best, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = F.softmax(sorted_logits, dim=-1)
+        # Drop a token when the tokens ranked above it already reach top_p on their own;
+        # the most likely token is therefore always kept.
+        mass_before = probs.cumsum(dim=-1) - probs
+        drop_sorted = mass_before >= top_p
+        drop = drop_sorted.scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+               top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One token id per row of ``logits`` (B, V), as a (B, 1) tensor."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = filter_logits(logits.float() / temperature, top_k, top_p)
+    return torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+
+
+def _check_settings(max_new_tokens, temperature, top_k, top_p):
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be ≥ 0, got {max_new_tokens}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be ≥ 0 (0 = greedy), got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be ≥ 1, got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+
+
+@torch.no_grad()
+def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None,
+             generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
+    """``idx`` (B, T) followed by ``max_new_tokens`` generated tokens: (B, T + max_new_tokens).
+
+    ``generator`` (a seeded ``torch.Generator`` on the model's device) makes sampling
+    repeatable; with the same seed, cached and uncached generation give the same text.
+    """
+    _check_settings(max_new_tokens, temperature, top_k, top_p)
+    if idx.dim() != 2 or idx.size(1) == 0:
+        raise ValueError(f"idx must be (batch, tokens) with at least one token, got {tuple(idx.shape)}")
+    window = model.config.block_size
+    was_training = model.training
+    model.eval()
+    caches = model.new_caches(idx.size(0)) if use_cache else None
+    for _ in range(max_new_tokens):
+        if not use_cache:
+            logits, _ = model(idx[:, -window:])
+        elif caches[0].length in (0, window):  # start, or the window has moved on: refill
+            for cache in caches:
+                cache.reset()
+            logits, _ = model(idx[:, -window:], caches=caches)
+        else:  # the cache holds every token but the newest one
+            logits, _ = model(idx[:, -1:], caches=caches)
+        token = next_token(logits[:, -1, :], temperature, top_k, top_p, generator)
+        idx = torch.cat((idx, token), dim=1)
+    model.train(was_training)
+    return idx

@@ -1,0 +1,320 @@
+"""The course's one training loop, for every model from the MLP language model to the GPT.
+
+Anything can be trained that has
+
+* a model: an ``nn.Module`` whose ``forward(x, y)`` returns ``(logits, loss)``, and
+* a batch function: a callable that returns ``(x, y)``; if it also has ``state_dict`` and
+  ``load_state_dict`` (like :class:`mini_llm.data.RandomBatches`), it is checkpointed too.
+
+Example, in a notebook::
+
+    result = train(model, train_batches, TrainConfig(max_iters=2000, learning_rate=1e-3),
+                   val_batches=val_batches)
+    result.train_losses   # [(step, loss), ...] every step
+    result.val_losses     # [(step, loss), ...] every eval_interval steps
+
+What one step does: for each of ``grad_accum_steps`` micro-batches, forward and backward (the
+gradients add up), then clip the gradient norm, set the learning rate of this step (linear
+warm-up, then cosine decay to ``min_lr``), and take an AdamW step. Weight decay applies to
+weight matrices only, not to biases, LayerNorm gains or embeddings.
+
+With ``out_dir`` set, the loop also writes ``ckpt.pt`` (atomically; resume with
+``resume=True`` continues exactly where the run stopped), ``metrics.jsonl`` and ``loss.png``.
+Launched with ``torchrun --nproc_per_node N``, it trains with DistributedDataParallel; only
+rank 0 logs and writes files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from tqdm.auto import tqdm
+
+from mini_llm.checkpoint import load_checkpoint, rng_states, save_checkpoint, set_rng_states
+from mini_llm.device import pick_device
+
+Batches = Callable[[], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass
+class TrainConfig:
+    """How to train. Defaults suit a small model on a CPU."""
+
+    max_iters: int = 2000  # optimizer steps
+    learning_rate: float = 1e-3  # peak, reached at the end of warm-up
+    min_lr: float = 1e-4  # where the cosine ends
+    warmup_iters: int = 100
+    lr_decay_iters: int | None = None  # step where the cosine reaches min_lr (None: max_iters)
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0  # largest gradient norm; 0 turns clipping off
+    grad_accum_steps: int = 1  # micro-batches per optimizer step
+    eval_interval: int = 250  # steps between validation estimates (0: only at the end)
+    eval_iters: int = 20  # batches per validation estimate
+    log_interval: int = 10  # steps between log lines
+    checkpoint_interval: int | None = None  # steps between checkpoints (None: eval_interval)
+    out_dir: str | None = None  # where checkpoint, metrics and plot go; None writes nothing
+    resume: bool = False  # continue from out_dir/ckpt.pt
+    device: str = "auto"
+    dtype: str = "auto"  # "auto": bf16 autocast on CUDA, fp32 elsewhere; or "bf16", "fp32"
+    compile: bool = False  # torch.compile the model
+    seed: int = 1337
+    progress: bool = True  # show a tqdm bar
+
+
+@dataclass
+class TrainResult:
+    """Loss history of a run, for plotting, and where it ended."""
+
+    train_losses: list[tuple[int, float]] = field(default_factory=list)
+    val_losses: list[tuple[int, float]] = field(default_factory=list)
+    step: int = 0
+    tokens_per_s: float = 0.0
+    checkpoint: str | None = None
+
+
+class TrainingDivergedError(FloatingPointError):
+    """The loss became NaN or infinite."""
+
+
+def learning_rate_at(step: int, config: TrainConfig) -> float:
+    """Linear warm-up from ~0 to ``learning_rate``, then cosine decay down to ``min_lr``."""
+    if step < config.warmup_iters:
+        return config.learning_rate * (step + 1) / config.warmup_iters
+    decay_end = config.lr_decay_iters or config.max_iters
+    if step >= decay_end:
+        return config.min_lr
+    progress = (step - config.warmup_iters) / max(1, decay_end - config.warmup_iters)
+    cosine = 0.5 * (1 + math.cos(math.pi * progress))  # 1 → 0
+    return config.min_lr + cosine * (config.learning_rate - config.min_lr)
+
+
+def make_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW with weight decay on weight matrices only (fused kernel on CUDA)."""
+    embeddings = {id(p) for m in model.modules() if isinstance(m, nn.Embedding) for p in m.parameters()}
+    decay, no_decay = [], []
+    for p in model.parameters():  # a tied parameter is listed once
+        if p.requires_grad:
+            (decay if p.dim() >= 2 and id(p) not in embeddings else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": config.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=config.learning_rate, betas=(config.beta1, config.beta2),
+                             fused=device.type == "cuda")
+
+
+def plot_losses(result: TrainResult, path: str | Path, title: str = "loss") -> None:
+    """Save train and validation loss curves as a PNG (no display needed)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4))
+    axes = figure.add_subplot()
+    if result.train_losses:
+        axes.plot(*zip(*result.train_losses), label="train", alpha=0.6)
+    if result.val_losses:
+        axes.plot(*zip(*result.val_losses), "o-", label="validation")
+    axes.set(xlabel="step", ylabel="cross-entropy loss", title=title)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+class _Distributed:
+    """Rank, world size and device of this process, with DDP set up under ``torchrun``."""
+
+    def __init__(self, device_name: str):
+        self.enabled = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+        self.rank, self.world_size = 0, 1
+        if not self.enabled:
+            self.device = pick_device(device_name)
+            return
+        use_cuda = torch.cuda.is_available() and device_name in ("auto", "cuda")
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if use_cuda else "gloo")
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        if use_cuda:
+            local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+            torch.cuda.set_device(local_rank)
+            self.device = torch.device("cuda", local_rank)
+        else:
+            self.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def mean(self, values: torch.Tensor) -> torch.Tensor:
+        """The mean over ranks of a tensor of losses (every rank gets it)."""
+        if self.enabled:
+            values = values.clone()
+            dist.all_reduce(values)
+            values /= self.world_size
+        return values
+
+    def gather(self, obj) -> list:
+        if not self.enabled:
+            return [obj]
+        gathered = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+
+def _state_of(batches) -> dict | None:
+    return batches.state_dict() if hasattr(batches, "state_dict") else None
+
+
+def train(model: nn.Module, train_batches: Batches, config: TrainConfig | None = None,
+          val_batches: Batches | None = None, checkpoint_extra: dict | None = None) -> TrainResult:
+    """Train ``model`` in place on batches from ``train_batches``; return the loss history.
+
+    ``checkpoint_extra`` is stored in every checkpoint as is (e.g. the model config and the
+    tokenizer, so ``mini-llm sample`` can rebuild the model from the checkpoint alone).
+    """
+    config = config or TrainConfig()
+    world = _Distributed(config.device)
+    device = world.device
+    out_dir = Path(config.out_dir) if config.out_dir else None
+    writes_files = out_dir is not None and world.is_main
+    checkpoint_path = out_dir / "ckpt.pt" if out_dir else None
+    checkpoint_interval = config.checkpoint_interval or config.eval_interval
+
+    torch.manual_seed(config.seed + world.rank)
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # TF32 matmuls where bf16 autocast is off
+    model.to(device)
+    optimizer = make_optimizer(model, config, device)
+    result = TrainResult()
+    if config.resume:
+        if checkpoint_path is None:
+            raise ValueError("resume=True needs out_dir, the folder that holds ckpt.pt")
+        _resume(load_checkpoint(checkpoint_path, map_location=device), model, optimizer,
+                result, world, train_batches, val_batches)
+    if result.step >= config.max_iters:
+        raise ValueError(f"the run is already at step {result.step}; raise max_iters to train more")
+
+    use_bf16 = device.type == "cuda" and config.dtype in ("auto", "bf16")
+    if config.dtype == "bf16" and device.type != "cuda":
+        raise ValueError("dtype='bf16' needs a CUDA device; use dtype='auto' or 'fp32'")
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 \
+        else contextlib.nullcontext
+    compute_model = torch.compile(model) if config.compile else model
+    if world.enabled:
+        compute_model = nn.parallel.DistributedDataParallel(
+            compute_model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    def evaluate() -> float:
+        compute_model.eval()
+        with torch.no_grad(), autocast():
+            losses = torch.stack([compute_model(*(t.to(device) for t in val_batches()))[1].float()
+                                  for _ in range(config.eval_iters)])
+        compute_model.train()
+        return world.mean(losses.mean()).item()
+
+    def save():
+        ranks = world.gather({"rng": rng_states(), "train_batches": _state_of(train_batches),
+                              "val_batches": _state_of(val_batches)})
+        if writes_files:
+            save_checkpoint({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                             "step": result.step, "train_config": asdict(config), "ranks": ranks,
+                             "history": {"train": result.train_losses, "val": result.val_losses},
+                             **(checkpoint_extra or {})}, checkpoint_path)
+            plot_losses(result, out_dir / "loss.png")
+
+    def log(record: dict):
+        if writes_files:
+            with open(out_dir / "metrics.jsonl", "a", encoding="utf-8") as file:
+                file.write(json.dumps(record) + "\n")
+
+    if writes_files:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    if val_batches is not None and result.step == 0:
+        result.val_losses.append((0, evaluate()))
+        log({"step": 0, "val_loss": result.val_losses[-1][1]})
+
+    bar = tqdm(total=config.max_iters, initial=result.step, disable=not (config.progress and world.is_main),
+               dynamic_ncols=True, desc="train")
+    pending: list[torch.Tensor] = []  # losses not yet copied to the CPU (that copy waits for the GPU)
+    tokens_since, time_since = 0, time.perf_counter()
+    compute_model.train()
+    while result.step < config.max_iters:
+        lr = learning_rate_at(result.step, config)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        step_loss = torch.zeros((), device=device)
+        for micro in range(config.grad_accum_steps):
+            x, y = (t.to(device, non_blocking=True) for t in train_batches())
+            last = micro == config.grad_accum_steps - 1
+            # Under DDP, gradients are averaged across ranks only after the last micro-batch.
+            sync = contextlib.nullcontext() if last or not world.enabled else compute_model.no_sync()
+            with sync:
+                with autocast():
+                    _, loss = compute_model(x, y)
+                (loss / config.grad_accum_steps).backward()
+            step_loss += loss.detach().float() / config.grad_accum_steps
+            tokens_since += y.numel() * world.world_size
+        if config.grad_clip:
+            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        result.step += 1
+        pending.append(step_loss)
+        bar.update()
+
+        finished = result.step == config.max_iters
+        evaluate_now = val_batches is not None and (
+            finished or (config.eval_interval and result.step % config.eval_interval == 0))
+        save_now = checkpoint_path is not None and (finished or result.step % checkpoint_interval == 0)
+        if finished or evaluate_now or save_now or result.step % config.log_interval == 0:
+            losses = world.mean(torch.stack(pending)).tolist()
+            first = result.step - len(losses) + 1
+            pending.clear()
+            bad = [(first + i, v) for i, v in enumerate(losses) if not math.isfinite(v)]
+            if bad:
+                bar.close()
+                kept = (f"the last good checkpoint is kept at {checkpoint_path}"
+                        if checkpoint_path and checkpoint_path.exists() else "no checkpoint was written")
+                raise TrainingDivergedError(
+                    f"the loss became {bad[0][1]} at step {bad[0][0]}; {kept}. Lower the learning "
+                    "rate, lengthen the warm-up or check the data")
+            result.train_losses.extend((first + i, v) for i, v in enumerate(losses))
+            elapsed = time.perf_counter() - time_since
+            result.tokens_per_s = tokens_since / elapsed
+            tokens_since, time_since = 0, time.perf_counter()
+            bar.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{lr:.1e}", tok_s=f"{result.tokens_per_s:,.0f}")
+            log({"step": result.step, "train_loss": losses[-1], "lr": lr,
+                 "tokens_per_s": round(result.tokens_per_s, 1)})
+        if evaluate_now:
+            result.val_losses.append((result.step, evaluate()))
+            log({"step": result.step, "val_loss": result.val_losses[-1][1]})
+            if config.progress and world.is_main:
+                bar.write(f"step {result.step}: val loss {result.val_losses[-1][1]:.4f}")
+        if save_now:
+            save()
+            result.checkpoint = str(checkpoint_path)
+    bar.close()
+    return result
+
+
+def _resume(state, model, optimizer, result, world, train_batches, val_batches):
+    """Put model, optimizer, history and every random generator back as the checkpoint left them."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    result.step = state["step"]
+    result.train_losses = [tuple(pair) for pair in state["history"]["train"]]
+    result.val_losses = [tuple(pair) for pair in state["history"]["val"]]
+    ranks = state["ranks"]
+    mine = ranks[world.rank % len(ranks)]
+    set_rng_states(mine["rng"])
+    for batches, saved in ((train_batches, mine["train_batches"]), (val_batches, mine["val_batches"])):
+        if saved is not None and hasattr(batches, "load_state_dict"):
+            batches.load_state_dict(saved)
