@@ -34,13 +34,15 @@ def count_with_mini_llm(words: list[str], vocab: Vocabulary) -> tuple[np.ndarray
     return count_ngrams(vocab.encode(words), 2, len(vocab))
 
 
-def median_seconds(fn, repeats: int) -> float:
-    times = []
+def interleaved_medians(candidates: dict, repeats: int) -> dict[str, float]:
+    """Median seconds of each candidate, timed in rounds so that machine noise hits all alike."""
+    times: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main() -> None:
@@ -56,12 +58,12 @@ def main() -> None:
     a, b = vocab.decode(grams[np.argmax(counts)])
     assert counts.max() == reference[(a, b)]
 
-    peers = {
+    candidates = {
         "Counter loop (peer)": lambda: count_with_counter_loop(words),
         "Counter(zip) (peer)": lambda: count_with_counter_zip(words),
         "mini_llm count_ngrams": lambda: count_with_mini_llm(words, vocab),
     }
-    medians = {name: median_seconds(fn, args.repeats) for name, fn in peers.items()}
+    medians = interleaved_medians(candidates, args.repeats)
     print(f"{len(words):,} words, {len(vocab):,} word types, {len(grams):,} distinct bigrams; "
           f"median of {args.repeats} runs")
     for name, seconds in medians.items():
