@@ -37,8 +37,13 @@ book-clean:
 test: setup browser
 	$(BIN)/python -m pytest
 
-exercises: setup
-	$(BIN)/python -m mini_llm.exercises
+# One nbgrader assignment per folder of solutions/. nbgrader records each in gradebook.db
+# (gitignored) and runs `alembic`, which it finds on PATH, hence the venv's bin first.
+exercises: $(STAMP)
+	for dir in solutions/*/; do \
+	  PATH="$(abspath $(BIN)):$$PATH" $(BIN)/nbgrader generate_assignment \
+	    "$$(basename "$$dir")" --force || exit 1; \
+	done
 
 grade: setup
 	$(BIN)/mini-llm grade $(ASSIGNMENT)

@@ -1,0 +1,252 @@
+"""Checks that teach: the assertions used by the exercise notebooks' test cells.
+
+A failed check raises ``AssertionError`` with a message that says which call was checked,
+what was expected, what came back, and a hint about the usual cause, for example::
+
+    count_bigrams([[0, 1, 1]], vocab_size=3)[1, 1] is wrong.
+      expected: 1
+      got:      0
+      Hint: every consecutive pair counts, including the last one.
+
+The helpers are small on purpose: a test cell is a list of calls on explicit inputs, each
+followed by one ``expect_*`` on its result.
+
+* ``run(fn, *args, **kwargs)`` calls ``fn`` and returns ``(result, call)`` where ``call`` is the
+  call written out as text; if ``fn`` raises, the error becomes an ``AssertionError`` that names
+  the call (``NotImplementedError`` says the function is not written yet).
+* ``expect_equal(got, expected, call, hint)`` -- exact equality (numbers, lists, arrays).
+* ``expect_close(got, expected, call, hint, rtol, atol)`` -- floating-point equality; ``inf``
+  matches ``inf`` and ``nan`` matches ``nan``.
+* ``expect_shape(got, shape, call, hint)`` -- an array of the given shape.
+* ``expect_type(got, types, call, hint)`` -- an instance of the given type(s).
+* ``expect_true(condition, call, expected, got, hint)`` -- any other property, described in words.
+* ``expect_raises(errors, fn, *args, hint=..., **kwargs)`` -- the call must raise one of
+  ``errors`` (bad input must be refused with a clear error, not answered wrongly).
+"""
+
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "describe_call",
+    "expect_close",
+    "expect_equal",
+    "expect_raises",
+    "expect_shape",
+    "expect_true",
+    "expect_type",
+    "run",
+]
+
+_MAX_SHOWN_DIFFERENCES = 3
+
+_short = reprlib.Repr()
+_short.maxlist = 8
+_short.maxtuple = 8
+_short.maxstring = 40
+_short.maxother = 60
+
+
+def _show(value: Any) -> str:
+    """A short, readable repr: arrays and long lists are abbreviated."""
+    if isinstance(value, np.ndarray):
+        if value.size <= 36:
+            text = np.array2string(value, separator=", ", precision=6, suppress_small=False)
+            return " ".join(text.split()) if value.ndim <= 1 else text
+        return f"<array of shape {value.shape}, dtype {value.dtype}>"
+    if isinstance(value, (np.generic,)):
+        return repr(value.item())
+    if isinstance(value, np.random.Generator):
+        return "<numpy Generator>"
+    if callable(value) and hasattr(value, "__name__"):
+        return value.__name__
+    return _short.repr(value)
+
+
+def describe_call(fn: Callable | str, *args: Any, **kwargs: Any) -> str:
+    """The call ``fn(*args, **kwargs)`` written out as short text, e.g. ``f([[0, 1]], n=2)``."""
+    name = fn if isinstance(fn, str) else getattr(fn, "__name__", repr(fn))
+    parts = [_show(a) for a in args] + [f"{k}={_show(v)}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(parts)})"
+
+
+def _fail(call: str, what: str, expected: str | None, got: str | None, hint: str) -> None:
+    lines = [f"{call} {what}"]
+    if expected is not None:
+        lines.append(f"  expected: {expected}")
+    if got is not None:
+        lines.append(f"  got:      {got}")
+    if hint:
+        lines.append(f"  Hint: {hint}")
+    raise AssertionError("\n".join(lines))
+
+
+def run(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str]:
+    """Call ``fn(*args, **kwargs)``; return ``(result, call-as-text)``.
+
+    An exception raised by ``fn`` is turned into an ``AssertionError`` that names the call, so
+    a crash reads like any other failed check.
+    """
+    call = describe_call(fn, *args, **kwargs)
+    try:
+        return fn(*args, **kwargs), call
+    except NotImplementedError as err:
+        raise AssertionError(
+            f"{call} raised NotImplementedError: this function is not written yet.\n"
+            "  Hint: replace `raise NotImplementedError()` with your code, run that cell, "
+            "then run this one again."
+        ) from err
+    except Exception as err:  # noqa: BLE001 - any crash is a failed check with a clear message
+        raise AssertionError(
+            f"{call} raised {type(err).__name__}: {err}\n"
+            "  expected: a result, not an error\n"
+            "  Hint: the traceback above shows the line of your function that failed."
+        ) from err
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    try:
+        array = np.asarray(value)
+    except Exception:  # noqa: BLE001 - ragged or exotic objects are simply not arrays
+        return None
+    return None if array.dtype == object else array
+
+
+def _differences(got: np.ndarray, expected: np.ndarray, mismatch: np.ndarray) -> str:
+    where = np.argwhere(mismatch)
+    shown = []
+    for index in where[:_MAX_SHOWN_DIFFERENCES]:
+        idx = tuple(int(i) for i in index)
+        label = ", ".join(map(str, idx))
+        shown.append(f"[{label}]: expected {_show(expected[idx])}, got {_show(got[idx])}")
+    more = f" (and {len(where) - len(shown)} more)" if len(where) > len(shown) else ""
+    return f"{len(where)} of {mismatch.size} entries differ{more}; " + "; ".join(shown)
+
+
+def _plain(value: Any) -> Any:
+    """Arrays, NumPy scalars and tuples as plain Python lists and numbers, for ``==``."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _compare_items(got: Any, expected: Sequence, call: str, hint: str) -> None:
+    """Exact comparison of a ragged list (for example a list of samples of different lengths)."""
+    if not isinstance(got, (list, tuple, np.ndarray)):
+        _fail(call, f"should be a list of {len(expected)} items.", _show(expected), _show(got),
+              hint)
+    if len(got) != len(expected):
+        _fail(call, "has the wrong number of items.", f"{len(expected)} items",
+              f"{len(got)} items: {_show(got)}", hint)
+    for i, (g, e) in enumerate(zip(got, expected)):
+        if _plain(g) != _plain(e):
+            _fail(call, f"is wrong at item [{i}].", _show(e), _show(g), hint)
+
+
+def _compare(got: Any, expected: Any, call: str, hint: str, close: bool, rtol: float,
+             atol: float) -> None:
+    expected_array = _as_array(expected)
+    got_array = _as_array(got)
+    if expected_array is None and isinstance(expected, (list, tuple)):
+        _compare_items(got, expected, call, hint)
+        return
+    if expected_array is None or expected_array.ndim == 0:
+        # a single value
+        if got_array is None or got_array.ndim != 0 and got_array.size != 1:
+            _fail(call, "should be a single value.", _show(expected), _show(got), hint)
+        if close:
+            try:
+                g = float(np.asarray(got).reshape(()))
+            except (TypeError, ValueError):
+                _fail(call, "should be a number.", _show(expected), _show(got), hint)
+            e = float(expected)
+            ok = (np.isnan(e) and np.isnan(g)) or bool(np.isclose(g, e, rtol=rtol, atol=atol))
+            if not ok:
+                _fail(call, "is wrong.", repr(e), repr(g), hint)
+        elif not bool(np.all(got_array == expected_array)):
+            _fail(call, "is wrong.", _show(expected), _show(got), hint)
+        return
+    if got_array is None or got_array.ndim == 0:
+        kind = f"an array of shape {expected_array.shape}"
+        _fail(call, f"should be {kind}.", _show(expected), _show(got), hint)
+    if got_array.shape != expected_array.shape:
+        _fail(call, "has the wrong shape.", f"shape {expected_array.shape}",
+              f"shape {got_array.shape}", hint)
+    if close:
+        try:
+            g = got_array.astype(np.float64)
+        except (TypeError, ValueError):
+            _fail(call, "should hold numbers.", _show(expected), _show(got), hint)
+        e = expected_array.astype(np.float64)
+        mismatch = ~(np.isclose(g, e, rtol=rtol, atol=atol) | (np.isnan(g) & np.isnan(e)))
+    else:
+        mismatch = got_array != expected_array
+    if mismatch.any():
+        small = expected_array.size <= 36
+        _fail(call, "is wrong: " + _differences(got_array, expected_array, mismatch) + ".",
+              _show(expected) if small else None, _show(got) if small else None, hint)
+
+
+def expect_equal(got: Any, expected: Any, call: str, hint: str = "") -> None:
+    """``got`` must equal ``expected`` exactly (numbers, lists and arrays compared by value)."""
+    _compare(got, expected, call, hint, close=False, rtol=0.0, atol=0.0)
+
+
+def expect_close(got: Any, expected: Any, call: str, hint: str = "", rtol: float = 1e-7,
+                 atol: float = 1e-12) -> None:
+    """``got`` must equal ``expected`` up to rounding; ``inf`` matches ``inf``, ``nan`` ``nan``."""
+    _compare(got, expected, call, hint, close=True, rtol=rtol, atol=atol)
+
+
+def expect_shape(got: Any, shape: Sequence[int], call: str, hint: str = "") -> None:
+    """``got`` must be a NumPy array of shape ``shape``."""
+    shape = tuple(shape)
+    if not isinstance(got, np.ndarray):
+        _fail(call, "should return a NumPy array.", f"an array of shape {shape}",
+              f"{type(got).__name__} {_show(got)}", hint)
+    if got.shape != shape:
+        _fail(call, "has the wrong shape.", f"shape {shape}", f"shape {got.shape}", hint)
+
+
+def expect_type(got: Any, types: type | tuple[type, ...], call: str, hint: str = "") -> None:
+    """``got`` must be an instance of ``types``."""
+    if not isinstance(got, types):
+        names = (" or ".join(t.__name__ for t in types) if isinstance(types, tuple)
+                 else types.__name__)
+        _fail(call, f"should return a {names}.", names, f"{type(got).__name__} {_show(got)}",
+              hint)
+
+
+def expect_true(condition: Any, call: str, expected: str, got: str, hint: str = "") -> None:
+    """A property that ``expect_equal`` cannot state, described in words for the message."""
+    if not bool(condition):
+        _fail(call, "is wrong.", expected, got, hint)
+
+
+def expect_raises(errors: type[BaseException] | tuple[type[BaseException], ...], fn: Callable,
+                  *args: Any, hint: str = "", **kwargs: Any) -> None:
+    """``fn(*args, **kwargs)`` must raise one of ``errors``."""
+    call = describe_call(fn, *args, **kwargs)
+    names = (" or ".join(e.__name__ for e in errors) if isinstance(errors, tuple)
+             else errors.__name__)
+    try:
+        result = fn(*args, **kwargs)
+    except errors:
+        return
+    except NotImplementedError as err:
+        raise AssertionError(
+            f"{call} raised NotImplementedError: this function is not written yet.\n"
+            "  Hint: replace `raise NotImplementedError()` with your code."
+        ) from err
+    except Exception as err:  # noqa: BLE001
+        _fail(call, "raised the wrong kind of error.", names,
+              f"{type(err).__name__}: {err}", hint)
+    _fail(call, "should refuse this input with an error.", f"{names} raised",
+          f"no error; it returned {_show(result)}", hint)
