@@ -242,6 +242,16 @@ def test_no_duplicate_scripts(built_book, docname):
 
 
 @pytest.mark.parametrize("docname", PAGES)
+def test_page_has_a_local_favicon(built_book, docname):
+    """Without <link rel="icon">, browsers ask the server for /favicon.ico and get a 404."""
+    icons = page(built_book, docname).select('link[rel~="icon"][href]')
+    assert icons, f"{docname}: no favicon declared"
+    for icon in icons:
+        assert not OUTSIDE.match(icon["href"]), f"{docname}: favicon from outside: {icon['href']}"
+        assert (built_book / icon["href"].split("?")[0]).is_file(), f"{docname}: {icon['href']} missing"
+
+
+@pytest.mark.parametrize("docname", PAGES)
 def test_pages_with_math_use_local_mathjax(built_book, docname):
     soup = page(built_book, docname)
     if article(soup).select(".math"):

@@ -1,0 +1,256 @@
+"""The rendered book in a real browser: headless Chromium, pages served from 127.0.0.1 only.
+
+Each page must load with no failed request, no request to another host, no console error, math
+typeset by the book's own MathJax and every figure displayed. Screenshots of every page visited
+go to test-artifacts/screenshots/ for a human to look at.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from _book_helpers import REPO, chapter_docnames, toc_docnames
+
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+except ImportError:  # reported by the sync_playwright fixture
+    PlaywrightTimeout = TimeoutError
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+PAGES = toc_docnames()
+CHAPTERS = chapter_docnames()
+FIRST_CHAPTER = CHAPTERS[0]
+
+
+def _unavailable(reason: str):
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"browser tests must run in CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def sync_playwright():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover
+        _unavailable("the playwright package is not installed (pip install playwright)")
+    if not (os.path.isfile(CHROMIUM) or shutil.which(CHROMIUM)):
+        _unavailable(f"no Chromium at {CHROMIUM}: apt-get install chromium (or set CHROMIUM=...)")
+    return sync_playwright
+
+
+class _RecordingHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves files quietly and records every error response, including requests the browser
+    makes on its own (such as /favicon.ico) that never reach the page's network events."""
+
+    errors: list[str]
+
+    def log_request(self, code="-", size="-"):
+        if str(code).isdigit() and int(code) >= 400:
+            self.errors.append(f"{code} {self.path}")
+
+    def log_message(self, format, *args):  # noqa: A002 (signature of the base class)
+        pass
+
+
+class Server:
+    def __init__(self, root: Path):
+        self.errors: list[str] = []
+        handler = type("Handler", (_RecordingHandler,), {"errors": self.errors})
+        self.httpd = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(handler, directory=str(root))
+        )
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def __truediv__(self, page: str) -> str:
+        return f"{self.url}/{page}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def server(built_book):
+    """book/_build/html served on 127.0.0.1 at a free port; `server / "intro.html"` is a URL."""
+    srv = Server(built_book)
+    yield srv
+    srv.close()
+
+
+@pytest.fixture(scope="module")
+def browser(sync_playwright):
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+class Visit:
+    """A browser tab that records every problem a page could have while loading."""
+
+    def __init__(self, browser, server: Server):
+        self.server = server
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.outside, self.failed, self.bad_status, self.console_errors = [], [], [], []
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("requestfailed", lambda r: self.failed.append(f"{r.url} ({r.failure})"))
+        self.page.on("response", self._response)
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda e: self.console_errors.append(f"uncaught: {e}"))
+
+    def _route(self, route):
+        url = urlparse(route.request.url)
+        if url.scheme in ("data", "blob", "about") or url.hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            self.outside.append(route.request.url)
+            route.abort()
+
+    def _response(self, response):
+        if response.status >= 400:
+            self.bad_status.append(f"{response.status} {response.url}")
+
+    def _console(self, message):
+        if message.type == "error":
+            self.console_errors.append(f"{message.text} @ {message.location}")
+
+    def open(self, url: str):
+        self.page.goto(url, wait_until="load")
+        self.settle()
+
+    def settle(self):
+        """Wait until the page has loaded, MathJax has typeset, and the network is idle."""
+        self.page.wait_for_load_state("load")
+        # Sphinx adds MathJax only to pages that have math.
+        try:
+            self.page.wait_for_function(
+                """() => !document.querySelector('script[src*="mathjax"]')
+                         || (window.MathJax && MathJax.startup && MathJax.startup.promise)""",
+                timeout=20_000,
+            )
+        except PlaywrightTimeout:
+            raise AssertionError(
+                f"{self.page.url}: MathJax never started; outside requests {self.outside}, "
+                f"failed {self.failed}, HTTP errors {self.bad_status}, console {self.console_errors}"
+            ) from None
+        self.page.evaluate("() => window.MathJax ? MathJax.startup.promise.then(() => true) : true")
+        self.page.wait_for_load_state("networkidle")
+
+    def screenshot(self, name: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def assert_clean(self):
+        where = self.page.url
+        assert not self.outside, f"{where}: requests to other hosts: {self.outside}"
+        assert not self.failed, f"{where}: failed requests: {self.failed}"
+        assert not self.bad_status, f"{where}: HTTP errors: {self.bad_status}"
+        assert not self.console_errors, f"{where}: console errors: {self.console_errors}"
+        assert not self.server.errors, f"{where}: the server answered with errors: {self.server.errors}"
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture
+def visit(browser, server):
+    server.errors.clear()
+    tab = Visit(browser, server)
+    yield tab
+    tab.close()
+
+
+MATH_STATE = """() => {
+  const article = document.querySelector('article') || document.body;
+  const maths = [...article.querySelectorAll('.math')];
+  return {
+    math: maths.length,
+    untypeset: maths.filter(m => !m.querySelector('mjx-container')).length,
+    containers: document.querySelectorAll('mjx-container').length,
+    errors: document.querySelectorAll('mjx-merror').length,
+  };
+}"""
+
+IMAGE_STATE = """() => [...(document.querySelector('article') || document.body).querySelectorAll('img')]
+  .map(img => ({src: img.currentSrc || img.src, ok: img.complete && img.naturalWidth > 0,
+                width: img.getBoundingClientRect().width}))"""
+
+
+def check_page(visit: Visit, docname: str, *, expect_figures: bool):
+    math = visit.page.evaluate(MATH_STATE)
+    assert math["math"] > 0, f"{docname}: no math on the page"
+    assert math["containers"] > 0, f"{docname}: MathJax typeset nothing: {math}"
+    assert math["untypeset"] == 0, f"{docname}: {math['untypeset']} formulas left as raw TeX"
+    assert math["errors"] == 0, f"{docname}: {math['errors']} MathJax errors (mjx-merror)"
+    images = visit.page.evaluate(IMAGE_STATE)
+    broken = [img["src"] for img in images if not img["ok"] or img["width"] <= 0]
+    assert not broken, f"{docname}: figures not displayed: {broken}"
+    if expect_figures:
+        assert images, f"{docname}: no figures on the page"
+    title = visit.page.locator("article h1").first.inner_text()
+    assert title.strip(), f"{docname}: page has no title"
+
+
+def test_index_redirects_to_intro_and_renders(server, visit):
+    visit.open(server / "index.html")
+    assert visit.page.url.endswith("/intro.html"), visit.page.url
+    check_page(visit, "intro", expect_figures=False)
+    assert visit.page.locator("article table tbody tr").count() == 12
+    visit.screenshot("intro")
+    visit.assert_clean()
+
+
+def test_first_chapter_renders_and_leads_to_the_next_page(server, visit):
+    visit.open(server / f"{FIRST_CHAPTER}.html")
+    check_page(visit, FIRST_CHAPTER, expect_figures=True)
+    visit.screenshot(FIRST_CHAPTER)
+    visit.assert_clean()
+
+    following = PAGES[PAGES.index(FIRST_CHAPTER) + 1]
+    with visit.page.expect_navigation():
+        visit.page.locator("a.right-next").click()
+    visit.settle()
+    assert visit.page.url.endswith(f"/{following}.html"), visit.page.url
+    assert visit.page.locator("article h1").first.inner_text().strip()
+    visit.screenshot(following)
+    visit.assert_clean()
+
+
+@pytest.mark.parametrize("docname", [p for p in PAGES if p not in ("intro", FIRST_CHAPTER)])
+def test_other_pages_load_cleanly(server, visit, docname):
+    visit.open(server / f"{docname}.html")
+    if docname in CHAPTERS:
+        check_page(visit, docname, expect_figures=True)
+    else:
+        images = visit.page.evaluate(IMAGE_STATE)
+        assert all(img["ok"] for img in images), f"{docname}: broken figures {images}"
+        assert visit.page.evaluate("document.querySelectorAll('mjx-merror').length") == 0
+        assert visit.page.locator("article h1").first.inner_text().strip()
+    visit.screenshot(docname)
+    visit.assert_clean()
