@@ -41,7 +41,8 @@ class GPTConfig:
     n_embd: int = 128
     dropout: float = 0.0
     bias: bool = True  # biases in Linear layers and LayerNorms (GPT-2 has them)
-    activation: str = "gelu"  # "gelu" (exact) or "gelu_tanh" (GPT-2's approximation)
+    # "gelu" (exact, x·Φ(x)) or "gelu_tanh" (GPT-2's approximation; slower on CPU in PyTorch)
+    activation: str = "gelu"
     layer_norm_eps: float = 1e-5
     attention: str = "fused"  # "fused" (fast) or "explicit" (the formula written out)
 
