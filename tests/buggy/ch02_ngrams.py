@@ -1,0 +1,254 @@
+"""Known-buggy answers to the ch02_ngrams exercise: mistakes learners really make.
+
+Same layout as ``ch01_bigrams.py``: each function carries the name of the exercise function it
+answers and is registered in ``BUGS[name]`` with a one-line description; the hidden tests of
+the notebook must fail every one of them while the reference passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+BUGS: dict[str, dict[str, Callable]] = {}
+"""exercise function name -> {bug id -> buggy function}"""
+
+
+def bug(name: str, bug_id: str, description: str) -> Callable[[Callable], Callable]:
+    """Register a buggy version of the exercise function ``name``."""
+
+    def register(fn: Callable) -> Callable:
+        fn.__name__ = fn.__qualname__ = name
+        fn.__doc__ = description
+        BUGS.setdefault(name, {})[bug_id] = fn
+        return fn
+
+    return register
+
+
+# ---------------------------------------------------------------------------- ngram_counts
+
+
+def _checked(sequence, vocab_size):
+    ids = np.asarray(sequence, dtype=np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ValueError("token id outside the vocabulary")
+    return ids
+
+
+def _table(grams, vocab_size):
+    """The (contexts, counts) table of an (N, n) array of n-grams, counted correctly."""
+    contexts, row = np.unique(grams[:, :-1], axis=0, return_inverse=True)
+    counts = np.zeros((len(contexts), vocab_size), dtype=np.int64)
+    np.add.at(counts, (row.reshape(-1), grams[:, -1]), 1)
+    return contexts, counts
+
+
+def _windows(padded_sequences, n):
+    windows = [sliding_window_view(p, n) for p in padded_sequences if len(p) >= n]
+    return np.concatenate(windows) if windows else np.empty((0, n), dtype=np.int64)
+
+
+def _order(n):
+    if n < 1:
+        raise ValueError("n must be >= 1")
+
+
+@bug("ngram_counts", "no_padding", "keeps the single <s>: short names and first letters lose n-grams")
+def _(sequences, n, vocab_size, bos_id=0):
+    _order(n)
+    return _table(_windows([_checked(s, vocab_size) for s in sequences], n), vocab_size)
+
+
+@bug("ngram_counts", "across_sequences", "pads once and concatenates: n-grams span two names")
+def _(sequences, n, vocab_size, bos_id=0):
+    _order(n)
+    ids = np.concatenate([_checked(s, vocab_size)[1:] for s in sequences])
+    return _table(_windows([np.concatenate([np.full(n - 1, bos_id), ids])], n), vocab_size)
+
+
+@bug("ngram_counts", "unigram_keeps_bos", "pads with n - 1 extra <s>, keeping the original one")
+def _(sequences, n, vocab_size, bos_id=0):
+    _order(n)
+    padded = [np.concatenate([np.full(n - 1, bos_id), _checked(s, vocab_size)]) for s in sequences]
+    return _table(_windows(padded, n), vocab_size)
+
+
+@bug("ngram_counts", "fancy_index_increment", "counts[rows, targets] += 1: repeats add once")
+def _(sequences, n, vocab_size, bos_id=0):
+    _order(n)
+    padded = [np.concatenate([np.full(n - 1, bos_id), _checked(s, vocab_size)[1:]])
+              for s in sequences]
+    grams = _windows(padded, n)
+    contexts, row = np.unique(grams[:, :-1], axis=0, return_inverse=True)
+    counts = np.zeros((len(contexts), vocab_size), dtype=np.int64)
+    counts[row.reshape(-1), grams[:, -1]] += 1
+    return contexts, counts
+
+
+@bug("ngram_counts", "insertion_order", "a dict of contexts in the order first seen, not sorted")
+def _(sequences, n, vocab_size, bos_id=0):
+    _order(n)
+    table: dict[tuple, np.ndarray] = {}
+    for s in sequences:
+        padded = [bos_id] * (n - 1) + _checked(s, vocab_size)[1:].tolist()
+        for i in range(len(padded) - n + 1):
+            row = table.setdefault(tuple(padded[i:i + n - 1]), np.zeros(vocab_size, np.int64))
+            row[padded[i + n - 1]] += 1
+    contexts = np.array(list(table), dtype=np.int64).reshape(len(table), n - 1)
+    return contexts, np.array(list(table.values()))
+
+
+@bug("ngram_counts", "drops_last_gram", "range(len(padded) - n): the n-gram ending in </s> is lost")
+def _(sequences, n, vocab_size, bos_id=0):
+    _order(n)
+    padded = [np.concatenate([np.full(n - 1, bos_id), _checked(s, vocab_size)[1:]])
+              for s in sequences]
+    return _table(_windows([p[:-1] for p in padded], n), vocab_size)
+
+
+# --------------------------------------------------------------------- add_k_probabilities
+
+
+def _valid(counts, k):
+    counts = np.asarray(counts, dtype=np.float64)
+    if k < 0 or (counts < 0).any():
+        raise ValueError("bad input")
+    return counts
+
+
+@bug("add_k_probabilities", "denominator_plus_k", "divides by c(h) + k instead of c(h) + kV")
+def _(counts, k):
+    counts = _valid(counts, k)
+    totals = counts.sum(axis=1, keepdims=True) + k
+    uniform = np.full_like(counts, 1.0 / counts.shape[1])
+    return np.divide(counts + k, totals, out=uniform, where=totals > 0)
+
+
+@bug("add_k_probabilities", "normalises_columns", "divides by column totals (axis=0)")
+def _(counts, k):
+    smoothed = _valid(counts, k) + k
+    totals = smoothed.sum(axis=0, keepdims=True)
+    uniform = np.full_like(smoothed, 1.0 / smoothed.shape[1])
+    return np.divide(smoothed, totals, out=uniform, where=totals > 0)
+
+
+@bug("add_k_probabilities", "nan_on_unseen_rows", "plain division: k = 0 and an empty row give nan")
+def _(counts, k):
+    smoothed = _valid(counts, k) + k
+    with np.errstate(invalid="ignore"):
+        return smoothed / smoothed.sum(axis=1, keepdims=True)
+
+
+@bug("add_k_probabilities", "in_place", "counts += k: changes the caller's float array")
+def _(counts, k):
+    counts = _valid(counts, k)  # np.asarray does not copy an array that is already float
+    counts += k
+    totals = counts.sum(axis=1, keepdims=True)
+    uniform = np.full_like(counts, 1.0 / counts.shape[1])
+    return np.divide(counts, totals, out=uniform, where=totals > 0)
+
+
+@bug("add_k_probabilities", "no_validation", "accepts a negative k")
+def _(counts, k):
+    counts = np.asarray(counts, dtype=np.float64)
+    smoothed = counts + k
+    totals = smoothed.sum(axis=1, keepdims=True)
+    uniform = np.full_like(smoothed, 1.0 / smoothed.shape[1])
+    return np.divide(smoothed, totals, out=uniform, where=totals > 0)
+
+
+# ------------------------------------------------------------------------------ interpolate
+
+
+def _checked_weights(probabilities, weights):
+    weights = np.asarray(weights, dtype=np.float64)
+    if len(weights) != len(probabilities) or (weights < 0).any() \
+            or not np.isclose(weights.sum(), 1.0):
+        raise ValueError("bad weights")
+    return weights
+
+
+@bug("interpolate", "reversed_weights", "pairs weights[0] with the highest order")
+def _(probabilities, weights):
+    weights = _checked_weights(probabilities, weights)[::-1]
+    return sum(w * np.asarray(p, dtype=np.float64) for w, p in zip(weights, probabilities))
+
+
+@bug("interpolate", "renormalises", "divides by the sum of the weights instead of refusing bad ones")
+def _(probabilities, weights):
+    weights = np.asarray(weights, dtype=np.float64)
+    if (weights < 0).any():
+        raise ValueError("negative weight")
+    mixture = sum(w * np.asarray(p, dtype=np.float64) for w, p in zip(weights, probabilities))
+    return mixture / weights.sum()
+
+
+@bug("interpolate", "plain_average", "averages the orders, ignoring the weights")
+def _(probabilities, weights):
+    _checked_weights(probabilities, weights)
+    return np.mean([np.asarray(p, dtype=np.float64) for p in probabilities], axis=0)
+
+
+@bug("interpolate", "negative_weights", "checks only that the weights sum to 1, not their signs")
+def _(probabilities, weights):
+    weights = np.asarray(weights, dtype=np.float64)
+    if len(weights) != len(probabilities) or not np.isclose(weights.sum(), 1.0):
+        raise ValueError("bad weights")
+    return sum(w * np.asarray(p, dtype=np.float64) for w, p in zip(weights, probabilities))
+
+
+@bug("interpolate", "zip_truncates", "no length check: zip drops the arrays without a weight")
+def _(probabilities, weights):
+    weights = np.asarray(weights, dtype=np.float64)
+    if (weights < 0).any() or not np.isclose(weights.sum(), 1.0):
+        raise ValueError("bad weights")
+    return sum(w * np.asarray(p, dtype=np.float64) for w, p in zip(weights, probabilities))
+
+
+# ------------------------------------------------------------------------------- perplexity
+
+
+def _probs(probabilities):
+    probs = np.asarray(probabilities, dtype=np.float64)
+    if probs.size == 0 or (probs < 0).any() or (probs > 1).any():
+        raise ValueError("bad probabilities")
+    return probs
+
+
+@bug("perplexity", "sum_not_mean", "exp of the total NLL instead of the average")
+def _(probabilities):
+    with np.errstate(divide="ignore"):
+        return float(np.exp(-np.log(_probs(probabilities)).sum()))
+
+
+@bug("perplexity", "arithmetic_mean", "1 / mean(p) instead of 1 / geometric mean")
+def _(probabilities):
+    return float(1 / _probs(probabilities).mean())
+
+
+@bug("perplexity", "mixed_bases", "np.log2 with np.exp")
+def _(probabilities):
+    with np.errstate(divide="ignore"):
+        return float(np.exp(-np.log2(_probs(probabilities)).mean()))
+
+
+@bug("perplexity", "epsilon", "np.log(p + 1e-10): a zero probability gives a finite perplexity")
+def _(probabilities):
+    return float(np.exp(-np.log(_probs(probabilities) + 1e-10).mean()))
+
+
+@bug("perplexity", "product_underflows", "prod(p) ** (-1 / N): 0.1 ** 5000 underflows to 0")
+def _(probabilities):
+    probs = _probs(probabilities)
+    with np.errstate(divide="ignore"):
+        return float(np.prod(probs) ** (-1 / probs.size))
+
+
+@bug("perplexity", "no_validation", "accepts an empty list (nan) and values above 1")
+def _(probabilities):
+    probs = np.asarray(probabilities, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.exp(-np.log(probs).sum() / probs.size))
