@@ -163,7 +163,14 @@ class Visit:
     def screenshot(self, name: str) -> Path:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         path = SCREENSHOTS / f"{name}.png"
+        # Grow the viewport to the whole page first and let the layout settle: a plain
+        # full_page capture catches the sticky sidebars half-way through re-laying out.
+        size = self.page.viewport_size
+        height = self.page.evaluate("document.documentElement.scrollHeight")
+        self.page.set_viewport_size({"width": size["width"], "height": min(height, 16_000)})
+        self.page.wait_for_timeout(300)
         self.page.screenshot(path=str(path), full_page=True)
+        self.page.set_viewport_size(size)
         return path
 
     def assert_clean(self):
