@@ -31,8 +31,8 @@ def test_greedy_tokens_are_the_same_with_and_without_cache(attention, prompt_len
     assert len(set(cached[0, prompt_length:].tolist())) > 2  # not a degenerate constant
 
 
-@pytest.mark.parametrize("settings", [dict(temperature=1.0), dict(temperature=0.7, top_k=5),
-                                      dict(temperature=1.3, top_p=0.9)])
+@pytest.mark.parametrize("settings", [{"temperature": 1.0}, {"temperature": 0.7, "top_k": 5},
+                                      {"temperature": 1.3, "top_p": 0.9}])
 def test_seeded_sampling_is_the_same_with_and_without_cache(settings):
     gpt = model()
     prompt = torch.tensor([[1, 2, 3]])
@@ -71,7 +71,7 @@ def test_top_k_one_is_greedy():
 
 
 @pytest.mark.parametrize("settings, message", [
-    (dict(temperature=-1), "temperature"), (dict(top_k=0), "top_k"), (dict(top_p=1.5), "top_p"),
+    ({"temperature": -1}, "temperature"), ({"top_k": 0}, "top_k"), ({"top_p": 1.5}, "top_p"),
 ])
 def test_bad_sampling_settings_are_clear_errors(settings, message):
     with pytest.raises(ValueError, match=message):

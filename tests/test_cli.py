@@ -1,0 +1,107 @@
+"""The ``mini-llm`` command end to end, and the clear errors it gives for bad input."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mini_llm import configs
+from mini_llm.cli import COMMANDS, main
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["n_layer=1", "n_head=2", "n_embd=16", "block_size=16", "batch_size=4", "eval_interval=10",
+        "eval_iters=2", "warmup_iters=2", "progress=false"]
+
+
+def mini_llm(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "mini_llm.cli", *args], cwd=cwd, check=False,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """prepare → train 20 steps → a run folder, all through the command line."""
+    work = tmp_path_factory.mktemp("cli")
+    prepared = mini_llm("prepare", "--corpus", "shakespeare", "--out", "data", cwd=work)
+    assert prepared.returncode == 0, prepared.stderr
+    assert "train and" in prepared.stdout and (work / "data" / "train.bin").exists()
+    trained = mini_llm("train", "--config", "shakespeare-char-cpu", "--data", "data", "--out", "run",
+                       "--device", "cpu", "max_iters=20", *TINY, cwd=work)
+    assert trained.returncode == 0, trained.stderr
+    assert "done: step 20, val loss" in trained.stdout
+    return work
+
+
+def test_prepare_train_sample_end_to_end(trained_run):
+    assert {p.name for p in (trained_run / "run").iterdir()} >= {"ckpt.pt", "metrics.jsonl", "loss.png"}
+    sampled = mini_llm("sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO:",
+                       "--max-new-tokens", "40", "--device", "cpu", cwd=trained_run)
+    assert sampled.returncode == 0, sampled.stderr
+    assert sampled.stdout.startswith("ROMEO:") and len(sampled.stdout) >= 46
+    again = mini_llm("sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO:", "--no-cache",
+                     "--max-new-tokens", "40", "--device", "cpu", cwd=trained_run)
+    assert again.stdout == sampled.stdout  # same seed, with or without the KV cache
+
+
+def test_resume_from_the_command_line(trained_run):
+    resumed = mini_llm("train", "--data", "data", "--out", "run", "--device", "cpu", "--resume",
+                       "max_iters=25", *TINY, cwd=trained_run)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "done: step 25" in resumed.stdout
+
+
+def test_prompt_character_outside_the_vocabulary(trained_run):
+    done = mini_llm("sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO\u263a", cwd=trained_run)
+    assert done.returncode == 2
+    assert "character '\u263a' (U+263A) is not in the tokenizer's vocabulary" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_missing_and_truncated_checkpoints(tmp_path, capsys):
+    assert main(["sample", "--checkpoint", str(tmp_path / "nope.pt")]) == 2
+    assert "no checkpoint at" in capsys.readouterr().err
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes(b"PK\x03\x04 not a whole zip file")
+    assert main(["sample", "--checkpoint", str(broken)]) == 2
+    assert "damaged or truncated" in capsys.readouterr().err
+
+
+def test_unknown_config_key_lists_the_valid_ones(capsys):
+    assert main(["train", "n_layers=2"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown config key 'n_layers'" in err and "n_layer" in err and "learning_rate" in err
+    assert main(["train", "dropout=lots"]) == 2
+    assert "dropout must be float" in capsys.readouterr().err
+    assert main(["train", "n_embd=30", "n_head=4"]) == 2
+    assert "divisible by n_head" in capsys.readouterr().err
+
+
+def test_named_configs_are_the_documented_shapes():
+    cpu = configs.resolve("shakespeare-char-cpu")
+    assert cpu.model == {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64, "dropout": 0.0}
+    assert (cpu.data["batch_size"], cpu.train.max_iters, cpu.train.warmup_iters) == (12, 2000, 100)
+    assert (cpu.train.learning_rate, cpu.train.min_lr, cpu.train.beta2) == (1e-3, 1e-4, 0.99)
+    gpu = configs.resolve("shakespeare-char-gpu", ["max_iters=7", "compile=false"])
+    assert gpu.model["n_embd"] == 384 and gpu.model["dropout"] == 0.2 and gpu.data["batch_size"] == 64
+    assert (gpu.train.max_iters, gpu.train.compile) == (7, False)
+    with pytest.raises(ValueError, match="unknown config 'tiny'"):
+        configs.resolve("tiny")
+
+
+def test_subcommands_live_in_one_table(capsys):
+    assert list(COMMANDS) == ["prepare", "train", "sample", "bench"]
+    for name, command in COMMANDS.items():
+        with pytest.raises(SystemExit) as exit_:
+            main([name, "--help"])
+        assert exit_.value.code == 0 and command.help in capsys.readouterr().out
+
+
+def test_bench_runs_on_a_tiny_shape(capsys):
+    assert main(["bench", "--device", "cpu", "--steps", "3", "--new-tokens", "8", *TINY[:5]]) == 0
+    out = capsys.readouterr().out
+    assert "ms/step" in out and "tokens/s with KV cache" in out
+
+
+def test_console_script_is_declared():
+    assert 'mini-llm = "mini_llm.cli:main"' in (ROOT / "pyproject.toml").read_text()
