@@ -22,6 +22,7 @@ followed by one ``expect_*`` on its result.
 * ``expect_true(condition, call, expected, got, hint)`` -- any other property, described in words.
 * ``expect_raises(errors, fn, *args, hint=..., **kwargs)`` -- the call must raise one of
   ``errors`` (bad input must be refused with a clear error, not answered wrongly).
+* ``show(value)`` and ``describe_call(fn, *args, **kwargs)`` -- the short text used in messages.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "expect_true",
     "expect_type",
     "run",
+    "show",
 ]
 
 _MAX_SHOWN_DIFFERENCES = 3
@@ -52,14 +54,17 @@ _short.maxstring = 40
 _short.maxother = 60
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
     """A short, readable repr: arrays and long lists are abbreviated."""
     if isinstance(value, np.ndarray):
         if value.size <= 36:
-            text = np.array2string(value, separator=", ", precision=6, suppress_small=False)
-            return " ".join(text.split()) if value.ndim <= 1 else text
+            text = np.array2string(value, separator=", ", precision=6, max_line_width=10_000)
+            text = " ".join(text.split())  # one line, also for a matrix
+            return text.replace(" ,", ",").replace(" ]", "]")
         return f"<array of shape {value.shape}, dtype {value.dtype}>"
-    if isinstance(value, (np.generic,)):
+    if isinstance(value, np.floating):
+        return format(value.item(), ".8g")
+    if isinstance(value, np.generic):
         return repr(value.item())
     if isinstance(value, np.random.Generator):
         return "<numpy Generator>"
@@ -71,7 +76,7 @@ def _show(value: Any) -> str:
 def describe_call(fn: Callable | str, *args: Any, **kwargs: Any) -> str:
     """The call ``fn(*args, **kwargs)`` written out as short text, e.g. ``f([[0, 1]], n=2)``."""
     name = fn if isinstance(fn, str) else getattr(fn, "__name__", repr(fn))
-    parts = [_show(a) for a in args] + [f"{k}={_show(v)}" for k, v in kwargs.items()]
+    parts = [show(a) for a in args] + [f"{k}={show(v)}" for k, v in kwargs.items()]
     return f"{name}({', '.join(parts)})"
 
 
@@ -101,10 +106,11 @@ def run(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str]:
             "  Hint: replace `raise NotImplementedError()` with your code, run that cell, "
             "then run this one again."
         ) from err
-    except Exception as err:  # noqa: BLE001 - any crash is a failed check with a clear message
+    except Exception as err:
         raise AssertionError(
-            f"{call} raised {type(err).__name__}: {err}\n"
+            f"{call} raised an error.\n"
             "  expected: a result, not an error\n"
+            f"  got:      {type(err).__name__}: {err}\n"
             "  Hint: the traceback above shows the line of your function that failed."
         ) from err
 
@@ -123,7 +129,7 @@ def _differences(got: np.ndarray, expected: np.ndarray, mismatch: np.ndarray) ->
     for index in where[:_MAX_SHOWN_DIFFERENCES]:
         idx = tuple(int(i) for i in index)
         label = ", ".join(map(str, idx))
-        shown.append(f"[{label}]: expected {_show(expected[idx])}, got {_show(got[idx])}")
+        shown.append(f"[{label}]: expected {show(expected[idx])}, got {show(got[idx])}")
     more = f" (and {len(where) - len(shown)} more)" if len(where) > len(shown) else ""
     return f"{len(where)} of {mismatch.size} entries differ{more}; " + "; ".join(shown)
 
@@ -140,14 +146,14 @@ def _plain(value: Any) -> Any:
 def _compare_items(got: Any, expected: Sequence, call: str, hint: str) -> None:
     """Exact comparison of a ragged list (for example a list of samples of different lengths)."""
     if not isinstance(got, (list, tuple, np.ndarray)):
-        _fail(call, f"should be a list of {len(expected)} items.", _show(expected), _show(got),
+        _fail(call, f"should be a list of {len(expected)} items.", show(expected), show(got),
               hint)
     if len(got) != len(expected):
         _fail(call, "has the wrong number of items.", f"{len(expected)} items",
-              f"{len(got)} items: {_show(got)}", hint)
+              f"{len(got)} items: {show(got)}", hint)
     for i, (g, e) in enumerate(zip(got, expected)):
         if _plain(g) != _plain(e):
-            _fail(call, f"is wrong at item [{i}].", _show(e), _show(g), hint)
+            _fail(call, f"is wrong at item [{i}].", show(e), show(g), hint)
 
 
 def _compare(got: Any, expected: Any, call: str, hint: str, close: bool, rtol: float,
@@ -160,30 +166,30 @@ def _compare(got: Any, expected: Any, call: str, hint: str, close: bool, rtol: f
     if expected_array is None or expected_array.ndim == 0:
         # a single value
         if got_array is None or got_array.ndim != 0 and got_array.size != 1:
-            _fail(call, "should be a single value.", _show(expected), _show(got), hint)
+            _fail(call, "should be a single value.", show(expected), show(got), hint)
         if close:
             try:
                 g = float(np.asarray(got).reshape(()))
             except (TypeError, ValueError):
-                _fail(call, "should be a number.", _show(expected), _show(got), hint)
+                _fail(call, "should be a number.", show(expected), show(got), hint)
             e = float(expected)
             ok = (np.isnan(e) and np.isnan(g)) or bool(np.isclose(g, e, rtol=rtol, atol=atol))
             if not ok:
                 _fail(call, "is wrong.", repr(e), repr(g), hint)
         elif not bool(np.all(got_array == expected_array)):
-            _fail(call, "is wrong.", _show(expected), _show(got), hint)
+            _fail(call, "is wrong.", show(expected), show(got), hint)
         return
     if got_array is None or got_array.ndim == 0:
         kind = f"an array of shape {expected_array.shape}"
-        _fail(call, f"should be {kind}.", _show(expected), _show(got), hint)
+        _fail(call, f"should be {kind}.", show(expected), show(got), hint)
     if got_array.shape != expected_array.shape:
-        _fail(call, "has the wrong shape.", f"shape {expected_array.shape}",
-              f"shape {got_array.shape}", hint)
+        _fail(call, "has the wrong shape.", f"{show(expected_array)}, shape {expected_array.shape}",
+              f"{show(got_array)}, shape {got_array.shape}", hint)
     if close:
         try:
             g = got_array.astype(np.float64)
         except (TypeError, ValueError):
-            _fail(call, "should hold numbers.", _show(expected), _show(got), hint)
+            _fail(call, "should hold numbers.", show(expected), show(got), hint)
         e = expected_array.astype(np.float64)
         mismatch = ~(np.isclose(g, e, rtol=rtol, atol=atol) | (np.isnan(g) & np.isnan(e)))
     else:
@@ -191,7 +197,8 @@ def _compare(got: Any, expected: Any, call: str, hint: str, close: bool, rtol: f
     if mismatch.any():
         small = expected_array.size <= 36
         _fail(call, "is wrong: " + _differences(got_array, expected_array, mismatch) + ".",
-              _show(expected) if small else None, _show(got) if small else None, hint)
+              show(expected_array) if small else None, show(got_array) if small else None,
+              hint)
 
 
 def expect_equal(got: Any, expected: Any, call: str, hint: str = "") -> None:
@@ -210,7 +217,7 @@ def expect_shape(got: Any, shape: Sequence[int], call: str, hint: str = "") -> N
     shape = tuple(shape)
     if not isinstance(got, np.ndarray):
         _fail(call, "should return a NumPy array.", f"an array of shape {shape}",
-              f"{type(got).__name__} {_show(got)}", hint)
+              f"{type(got).__name__} {show(got)}", hint)
     if got.shape != shape:
         _fail(call, "has the wrong shape.", f"shape {shape}", f"shape {got.shape}", hint)
 
@@ -220,7 +227,7 @@ def expect_type(got: Any, types: type | tuple[type, ...], call: str, hint: str =
     if not isinstance(got, types):
         names = (" or ".join(t.__name__ for t in types) if isinstance(types, tuple)
                  else types.__name__)
-        _fail(call, f"should return a {names}.", names, f"{type(got).__name__} {_show(got)}",
+        _fail(call, f"should return a {names}.", names, f"{type(got).__name__} {show(got)}",
               hint)
 
 
@@ -249,4 +256,4 @@ def expect_raises(errors: type[BaseException] | tuple[type[BaseException], ...],
         _fail(call, "raised the wrong kind of error.", names,
               f"{type(err).__name__}: {err}", hint)
     _fail(call, "should refuse this input with an error.", f"{names} raised",
-          f"no error; it returned {_show(result)}", hint)
+          f"no error; it returned {show(result)}", hint)

@@ -1,0 +1,105 @@
+"""Helpers for the exercise tests: nbgrader in a throw-away course directory, cell lookup.
+
+Used by test_exercises_sync.py, test_autograde.py and test_buggy_implementations.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parents[1]
+SOLUTIONS = REPO / "solutions"
+EXERCISES = REPO / "exercises"
+BIN = Path(sys.executable).parent
+ASSIGNMENTS = sorted(p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").exists())
+
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+
+
+def nbgrader(course: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``nbgrader *args`` in ``course`` (which holds a copy of the repo's nbgrader_config.py).
+
+    nbgrader's gradebook runs the ``alembic`` command it finds on PATH, so the venv's bin
+    directory goes first.
+    """
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    result = subprocess.run(
+        [str(BIN / "nbgrader"), *args], check=False, cwd=course, env=env, capture_output=True, text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, (
+        f"nbgrader {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    )
+    return result
+
+
+def new_course(root: Path, assignments: list[str] = ASSIGNMENTS) -> Path:
+    """A course directory like the repository's: its nbgrader_config.py and solutions/."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
+    for name in assignments:
+        shutil.copytree(SOLUTIONS / name, root / "solutions" / name)
+    return root
+
+
+def notebook_path(folder: Path, assignment: str) -> Path:
+    return folder / assignment / f"{assignment}.ipynb"
+
+
+def read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def grader_meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def cell_by_grade_id(nb, grade_id: str):
+    found = [c for c in nb.cells if grader_meta(c).get("grade_id") == grade_id]
+    assert len(found) == 1, f"expected one cell with grade_id {grade_id!r}, found {len(found)}"
+    return found[0]
+
+
+def autograded_tests(nb) -> dict[str, float]:
+    """grade_id -> points of every autograded test cell (graded, not a solution)."""
+    return {
+        m["grade_id"]: float(m["points"])
+        for m in map(grader_meta, nb.cells)
+        if m.get("grade") and not m.get("solution")
+    }
+
+
+def manual_answers(nb) -> dict[str, float]:
+    """grade_id -> points of every manually graded answer cell (graded and a solution)."""
+    return {
+        m["grade_id"]: float(m["points"])
+        for m in map(grader_meta, nb.cells)
+        if m.get("grade") and m.get("solution")
+    }
+
+
+def graded_parts(nb) -> list[str]:
+    """Names of the functions the learner writes: each ``<name>_tests`` cell checks ``<name>``."""
+    return [gid.removesuffix("_tests") for gid in autograded_tests(nb)]
+
+
+def split_test_cell(source: str) -> tuple[str, str]:
+    """(visible tests, hidden tests) of a test cell's source."""
+    before, marker, rest = source.partition(BEGIN_HIDDEN)
+    assert marker, "the test cell has no hidden tests"
+    hidden, end, _ = rest.partition(END_HIDDEN)
+    assert end, "the hidden tests are not closed"
+    return before, hidden
+
+
+def reference_answer(source: str) -> str:
+    """A solution cell's code as a learner would have it: the solution markers removed."""
+    return "\n".join(line for line in source.splitlines()
+                     if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION))

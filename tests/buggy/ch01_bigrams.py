@@ -1,0 +1,359 @@
+"""Known-buggy answers to the ch01_bigrams exercise: mistakes learners really make.
+
+Each function carries the name of the exercise function it answers (``__name__``), as a
+learner's own function would, and is registered in ``BUGS[name]`` with a one-line description.
+``tests/test_buggy_implementations.py`` checks that the notebook's hidden tests fail every one of
+them with a teaching message, while the reference implementation passes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+BUGS: dict[str, dict[str, Callable]] = {}
+"""exercise function name -> {bug id -> buggy function}"""
+
+
+def bug(name: str, bug_id: str, description: str) -> Callable[[Callable], Callable]:
+    """Register a buggy version of the exercise function ``name``."""
+
+    def register(fn: Callable) -> Callable:
+        fn.__name__ = fn.__qualname__ = name
+        fn.__doc__ = description
+        BUGS.setdefault(name, {})[bug_id] = fn
+        return fn
+
+    return register
+
+
+# --------------------------------------------------------------------------- count_bigrams
+
+
+def _checked(ids, vocab_size):
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ValueError("token id outside the vocabulary")
+    return ids
+
+
+@bug("count_bigrams", "drops_last_pair", "range(len(ids) - 2): the last pair is never counted")
+def _(sequences, vocab_size):
+    counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
+    for sequence in sequences:
+        ids = _checked(sequence, vocab_size)
+        for t in range(len(ids) - 2):
+            counts[ids[t], ids[t + 1]] += 1
+    return counts
+
+
+@bug("count_bigrams", "across_sequences", "concatenates the sequences, counting boundary pairs")
+def _(sequences, vocab_size):
+    ids = _checked(np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]),
+                   vocab_size)
+    counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
+    np.add.at(counts, (ids[:-1], ids[1:]), 1)
+    return counts
+
+
+@bug("count_bigrams", "transposed", "counts[next, previous] instead of counts[previous, next]")
+def _(sequences, vocab_size):
+    counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
+    for sequence in sequences:
+        ids = _checked(sequence, vocab_size)
+        np.add.at(counts, (ids[1:], ids[:-1]), 1)
+    return counts
+
+
+@bug("count_bigrams", "fancy_index_increment", "counts[a, b] += 1 on index arrays: repeats add once")
+def _(sequences, vocab_size):
+    counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
+    for sequence in sequences:
+        ids = _checked(sequence, vocab_size)
+        counts[ids[:-1], ids[1:]] += 1
+    return counts
+
+
+@bug("count_bigrams", "no_id_check", "no range check: a negative id is counted in the last row")
+def _(sequences, vocab_size):
+    counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
+    for sequence in sequences:
+        ids = np.asarray(sequence, dtype=np.int64)
+        np.add.at(counts, (ids[:-1], ids[1:]), 1)
+    return counts
+
+
+# --------------------------------------------------------------------- bigram_probabilities
+
+
+def _square(counts):
+    counts = np.asarray(counts)
+    if counts.ndim != 2 or counts.shape[0] != counts.shape[1] or (counts < 0).any():
+        raise ValueError("expected a square matrix of non-negative counts")
+    return counts
+
+
+@bug("bigram_probabilities", "normalises_columns", "divides by column totals (axis=0)")
+def _(counts):
+    counts = _square(counts).astype(np.float64)
+    totals = counts.sum(axis=0, keepdims=True)
+    uniform = np.full_like(counts, 1.0 / counts.shape[0])
+    return np.divide(counts, totals, out=uniform, where=totals > 0)
+
+
+@bug("bigram_probabilities", "nan_on_empty_rows", "plain row division: 0/0 gives nan rows")
+def _(counts):
+    counts = _square(counts).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return counts / counts.sum(axis=1, keepdims=True)
+
+
+@bug("bigram_probabilities", "zero_empty_rows", "empty rows left all zero instead of uniform")
+def _(counts):
+    counts = _square(counts).astype(np.float64)
+    totals = counts.sum(axis=1, keepdims=True)
+    return np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
+
+
+@bug("bigram_probabilities", "no_normalisation", "returns the counts as floats, never divided")
+def _(counts):
+    return _square(counts).astype(np.float64)
+
+
+@bug("bigram_probabilities", "in_place", "counts /= totals: changes the caller's float array")
+def _(counts):
+    counts = _square(counts)
+    if counts.dtype.kind != "f":
+        counts = counts.astype(np.float64)
+    totals = counts.sum(axis=1, keepdims=True)
+    empty = totals[:, 0] == 0
+    counts[empty] = 1.0
+    counts /= counts.sum(axis=1, keepdims=True)
+    return counts
+
+
+@bug("bigram_probabilities", "integer_result", "np.zeros_like(counts) keeps an integer dtype")
+def _(counts):
+    counts = _square(counts)
+    probs = np.zeros_like(counts)
+    for a in range(counts.shape[0]):
+        total = counts[a].sum()
+        probs[a] = counts[a] / total if total > 0 else 1 / counts.shape[0]
+    return probs
+
+
+# --------------------------------------------------------------------- sequence_probability
+
+
+def _seq(ids, transition_probs):
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size == 0 or ids.min() < 0 or ids.max() >= transition_probs.shape[0]:
+        raise ValueError("bad sequence")
+    return ids
+
+
+@bug("sequence_probability", "forgets_start", "ignores start_probs: P(w1) is never multiplied in")
+def _(ids, transition_probs, start_probs=None):
+    ids = _seq(ids, transition_probs)
+    return float(np.prod(transition_probs[ids[:-1], ids[1:]]))
+
+
+@bug("sequence_probability", "drops_last_pair", "loops over range(len(ids) - 2)")
+def _(ids, transition_probs, start_probs=None):
+    ids = _seq(ids, transition_probs)
+    p = 1.0 if start_probs is None else float(start_probs[ids[0]])
+    for t in range(len(ids) - 2):
+        p *= transition_probs[ids[t], ids[t + 1]]
+    return float(p)
+
+
+@bug("sequence_probability", "transposed", "reads transition_probs[next, previous]")
+def _(ids, transition_probs, start_probs=None):
+    ids = _seq(ids, transition_probs)
+    p = 1.0 if start_probs is None else float(start_probs[ids[0]])
+    return float(p * np.prod(transition_probs[ids[1:], ids[:-1]]))
+
+
+@bug("sequence_probability", "start_on_last", "scores the last token with start_probs")
+def _(ids, transition_probs, start_probs=None):
+    ids = _seq(ids, transition_probs)
+    p = 1.0 if start_probs is None else float(start_probs[ids[-1]])
+    return float(p * np.prod(transition_probs[ids[:-1], ids[1:]]))
+
+
+@bug("sequence_probability", "no_id_check", "accepts negative ids (NumPy reads the last row)")
+def _(ids, transition_probs, start_probs=None):
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size == 0:
+        raise ValueError("empty")
+    p = 1.0 if start_probs is None else float(start_probs[ids[0]])
+    return float(p * np.prod(transition_probs[ids[:-1], ids[1:]]))
+
+
+# -------------------------------------------------------------------------- sample_sequence
+
+
+@bug("sample_sequence", "ignores_generator", "draws with np.random.choice: the seed has no effect")
+def _(transition_probs, generator, start_id, end_id, max_length=100):
+    out, current = [], start_id
+    for _ in range(max_length):
+        current = int(np.random.choice(transition_probs.shape[0], p=transition_probs[current]))
+        if current == end_id:
+            break
+        out.append(current)
+    return out
+
+
+@bug("sample_sequence", "own_generator", "makes np.random.default_rng(0) inside: same every seed")
+def _(transition_probs, generator, start_id, end_id, max_length=100):
+    rng = np.random.default_rng(0)
+    out, current = [], start_id
+    for _ in range(max_length):
+        current = int(rng.choice(transition_probs.shape[0], p=transition_probs[current]))
+        if current == end_id:
+            break
+        out.append(current)
+    return out
+
+
+@bug("sample_sequence", "never_stops", "does not stop at end_id: runs to max_length")
+def _(transition_probs, generator, start_id, end_id, max_length=100):
+    out, current = [], start_id
+    for _ in range(max_length):
+        current = int(generator.choice(transition_probs.shape[0], p=transition_probs[current]))
+        out.append(current)
+    return [t for t in out if t != end_id]
+
+
+@bug("sample_sequence", "keeps_end", "appends end_id before stopping")
+def _(transition_probs, generator, start_id, end_id, max_length=100):
+    out, current = [], start_id
+    for _ in range(max_length):
+        current = int(generator.choice(transition_probs.shape[0], p=transition_probs[current]))
+        out.append(current)
+        if current == end_id:
+            break
+    return out
+
+
+@bug("sample_sequence", "greedy", "takes the most likely next token instead of sampling")
+def _(transition_probs, generator, start_id, end_id, max_length=100):
+    out, current = [], start_id
+    for _ in range(max_length):
+        current = int(np.argmax(transition_probs[current]))
+        if current == end_id:
+            break
+        out.append(current)
+    return out
+
+
+@bug("sample_sequence", "one_too_many", "while len(out) <= max_length: one token too many")
+def _(transition_probs, generator, start_id, end_id, max_length=100):
+    out, current = [], start_id
+    while len(out) <= max_length:
+        current = int(generator.choice(transition_probs.shape[0], p=transition_probs[current]))
+        if current == end_id:
+            break
+        out.append(current)
+    return out
+
+
+@bug("sample_sequence", "stuck_at_start", "always draws from the start row")
+def _(transition_probs, generator, start_id, end_id, max_length=100):
+    out = []
+    for _ in range(max_length):
+        token = int(generator.choice(transition_probs.shape[0], p=transition_probs[start_id]))
+        if token == end_id:
+            break
+        out.append(token)
+    return out
+
+
+# ------------------------------------------------------------------------------ average_nll
+
+
+def _pairs_per_sequence(sequences):
+    for sequence in sequences:
+        ids = np.asarray(sequence, dtype=np.int64)
+        yield ids[:-1], ids[1:]
+
+
+@bug("average_nll", "log10", "uses np.log10 instead of the natural log")
+def _(sequences, transition_probs):
+    logs = [np.log10(transition_probs[a, b]) for a, b in _pairs_per_sequence(sequences)]
+    logs = np.concatenate(logs)
+    if logs.size == 0:
+        raise ValueError("no bigram")
+    return float(-logs.mean())
+
+
+@bug("average_nll", "sum_not_mean", "returns the total NLL instead of the mean")
+def _(sequences, transition_probs):
+    logs = np.concatenate([np.log(transition_probs[a, b]) for a, b in _pairs_per_sequence(sequences)])
+    if logs.size == 0:
+        raise ValueError("no bigram")
+    return float(-logs.sum())
+
+
+@bug("average_nll", "skips_zeros", "drops probability-0 pairs instead of returning inf")
+def _(sequences, transition_probs):
+    probs = np.concatenate([transition_probs[a, b] for a, b in _pairs_per_sequence(sequences)])
+    if probs.size == 0:
+        raise ValueError("no bigram")
+    probs = probs[probs > 0]
+    return float(-np.log(probs).mean())
+
+
+@bug("average_nll", "epsilon", "np.log(p + 1e-10): a zero probability gives a finite NLL")
+def _(sequences, transition_probs):
+    probs = np.concatenate([transition_probs[a, b] for a, b in _pairs_per_sequence(sequences)])
+    if probs.size == 0:
+        raise ValueError("no bigram")
+    return float(-np.log(probs + 1e-10).mean())
+
+
+@bug("average_nll", "mean_of_means", "averages per-sequence means, weighting short sequences up")
+def _(sequences, transition_probs):
+    means = []
+    for a, b in _pairs_per_sequence(sequences):
+        if a.size:
+            with np.errstate(divide="ignore"):
+                means.append(-np.log(transition_probs[a, b]).mean())
+    if not means:
+        raise ValueError("no bigram")
+    return float(np.mean(means))
+
+
+@bug("average_nll", "across_sequences", "concatenates the sequences, scoring boundary pairs")
+def _(sequences, transition_probs):
+    ids = np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences])
+    if ids.size < 2:
+        raise ValueError("no bigram")
+    with np.errstate(divide="ignore"):
+        return float(-np.log(transition_probs[ids[:-1], ids[1:]]).mean())
+
+
+@bug("average_nll", "math_log", "math.log in a loop: crashes on a probability of 0")
+def _(sequences, transition_probs):
+    total, n = 0.0, 0
+    for sequence in sequences:
+        for a, b in itertools.pairwise(sequence):
+            total -= math.log(transition_probs[a, b])
+            n += 1
+    if n == 0:
+        raise ValueError("no bigram")
+    return total / n
+
+
+@bug("average_nll", "divides_by_zero", "no check for an empty corpus: 0 / 0")
+def _(sequences, transition_probs):
+    total, n = 0.0, 0
+    for a, b in _pairs_per_sequence(sequences):
+        with np.errstate(divide="ignore"):
+            total -= float(np.log(transition_probs[a, b]).sum())
+        n += a.size
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return float(np.float64(total) / n)

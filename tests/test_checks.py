@@ -1,0 +1,112 @@
+"""mini_llm.checks: the teaching assertions of the exercise notebooks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mini_llm.checks import (
+    describe_call,
+    expect_close,
+    expect_equal,
+    expect_raises,
+    expect_shape,
+    expect_true,
+    expect_type,
+    run,
+    show,
+)
+
+
+def _message(check, *args, **kwargs) -> str:
+    with pytest.raises(AssertionError) as info:
+        check(*args, **kwargs)
+    return str(info.value)
+
+
+def test_describe_call_writes_the_call_on_one_line():
+    assert describe_call("f", [[0, 1]], n=2) == "f([[0, 1]], n=2)"
+    assert describe_call(len, np.array([[0.5, 1.0], [0.0, 2.0]])) == "len([[0.5, 1.], [0., 2.]])"
+    assert "\n" not in show(np.eye(3))
+    assert show(np.zeros((10, 10))) == "<array of shape (10, 10), dtype float64>"
+
+
+def test_expect_equal_passes_on_equal_values():
+    expect_equal(np.array([[0, 1], [1, 0]]), [[0, 1], [1, 0]], "f()", hint="h")
+    expect_equal(np.int64(3), 3, "f()")
+    expect_equal([[1, 2], [3]], [[1, 2], [3]], "f()")  # ragged lists too
+
+
+def test_expect_equal_message_has_call_expected_got_hint_and_where():
+    message = _message(expect_equal, np.array([[0, 1], [0, 0]]), [[0, 1], [0, 1]], "f(x)",
+                       hint="count the last pair")
+    assert message.splitlines() == [
+        "f(x) is wrong: 1 of 4 entries differ; [1, 1]: expected 1, got 0.",
+        "  expected: [[0, 1], [0, 1]]",
+        "  got:      [[0, 1], [0, 0]]",
+        "  Hint: count the last pair",
+    ]
+
+
+def test_expect_equal_reports_wrong_shape_and_ragged_items():
+    assert "has the wrong shape" in _message(expect_equal, [1, 2, 3], [1, 2], "f()")
+    message = _message(expect_equal, [[1], [2, 3]], [[1], [2, 4]], "g()")
+    assert "is wrong at item [1]" in message and "expected: [2, 4]" in message
+
+
+def test_expect_close_tolerates_rounding_and_matches_inf_and_nan():
+    expect_close(0.1 + 0.2, 0.3, "f()")
+    expect_close(float("inf"), float("inf"), "f()")
+    expect_close([np.nan, 1.0], [np.nan, 1.0], "f()")
+    message = _message(expect_close, 0.30001, 0.3, "f()", hint="use the natural log")
+    assert "expected: 0.3" in message and "got:      0.30001" in message
+    assert "Hint: use the natural log" in message
+    assert "expected: inf" in _message(expect_close, 11.5, float("inf"), "f()")
+    assert "should be a number" in _message(expect_close, "x", 1.0, "f()")
+
+
+def test_expect_shape_and_type():
+    expect_shape(np.zeros((2, 3)), (2, 3), "f()")
+    assert "should return a NumPy array" in _message(expect_shape, [[0, 0]], (1, 2), "f()")
+    assert "shape (3, 3)" in _message(expect_shape, np.zeros((2, 2)), (3, 3), "f()")
+    expect_type([1], list, "f()")
+    assert "should return a list" in _message(expect_type, (1,), list, "f()")
+
+
+def test_expect_true_uses_the_given_words():
+    expect_true(True, "f()", "x", "y")
+    message = _message(expect_true, False, "f()", "rows sum to 1", "[0.5, 2]", hint="divide")
+    assert "expected: rows sum to 1" in message and "got:      [0.5, 2]" in message
+
+
+def test_expect_raises():
+    def refuses(x):
+        raise ValueError("bad")
+
+    def crashes(x):
+        return [][x]
+
+    def accepts(x):
+        return x
+
+    expect_raises(ValueError, refuses, 1)
+    message = _message(expect_raises, ValueError, crashes, 3, hint="check the range")
+    assert message.splitlines()[0] == "crashes(3) raised the wrong kind of error."
+    assert "expected: ValueError" in message and "got:      IndexError" in message
+    message = _message(expect_raises, ValueError, accepts, 3)
+    assert "should refuse this input" in message and "it returned 3" in message
+
+
+def test_run_returns_the_result_and_turns_crashes_into_teaching_failures():
+    assert run(sum, [1, 2]) == (3, "sum([1, 2])")
+
+    def unwritten(x):
+        raise NotImplementedError()
+
+    def broken(x):
+        return 1 / x
+
+    assert "not written yet" in _message(run, unwritten, 1)
+    message = _message(run, broken, 0)
+    assert message.splitlines()[0] == "broken(0) raised an error."
+    assert "got:      ZeroDivisionError: division by zero" in message
