@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
@@ -228,6 +229,21 @@ def test_stylesheets_load_nothing_from_outside(built_book):
         css = re.sub(r"/\*.*?\*/", "", sheet.read_text(encoding="utf-8", errors="replace"), flags=re.S)
         problems += [f"{sheet.name}: {u}" for u in CSS_URL.findall(css) if OUTSIDE.match(u)]
     assert not problems, f"stylesheets load from other hosts: {problems}"
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_internal_links_resolve(built_book, docname):
+    """Every link and resource inside the book points at a file the build wrote."""
+    soup = page(built_book, docname)
+    missing = []
+    for node in soup.find_all(["a", "link", "script", "img"]):
+        target = node.get("href") or node.get("src")
+        if not target or OUTSIDE.match(target) or re.match(r"^(#|mailto:|data:|javascript:)", target):
+            continue
+        path = unquote(urlsplit(target).path)
+        if path and not (built_book / path).exists():
+            missing.append(target)
+    assert not missing, f"{docname}: links to files that are not in the build: {missing}"
 
 
 @pytest.mark.parametrize("docname", PAGES)
