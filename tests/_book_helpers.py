@@ -23,7 +23,9 @@ def venv_tool(name: str) -> Path:
     return Path(sys.executable).parent / name
 
 
-def run_jupyter_book(book_dir: Path, timeout: float = BOOK_BUILD_TIMEOUT_S) -> subprocess.CompletedProcess:
+def run_jupyter_book(
+    book_dir: Path, timeout: float = BOOK_BUILD_TIMEOUT_S
+) -> subprocess.CompletedProcess:
     """Build `book_dir` to HTML with the environment's jupyter-book; output merged in `.stdout`."""
     exe = venv_tool("jupyter-book")
     assert exe.exists(), f"{exe} not found: run `make book` (it installs jupyter-book into .venv)"
@@ -36,6 +38,7 @@ def run_jupyter_book(book_dir: Path, timeout: float = BOOK_BUILD_TIMEOUT_S) -> s
         stderr=subprocess.STDOUT,
         text=True,
         timeout=timeout,
+        check=False,  # callers assert on the exit status
     )
 
 

@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from _book_helpers import BOOK_BUILD_DIR, BOOK_DIR, BOOK_HTML_DIR, MATHJAX_JS, run_jupyter_book
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 # The build is the same as `make book`: Jupyter Book with jupyter-cache, so after a `make book`
 # (or an earlier test session) only chapters whose code changed are executed again.
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def book_build() -> subprocess.CompletedProcess:

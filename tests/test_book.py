@@ -8,9 +8,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from bs4 import BeautifulSoup
-
 from _book_helpers import BOOK_DIR, CHAPTER_RE, chapter_docnames, run_jupyter_book, toc_docnames
+from bs4 import BeautifulSoup
 
 pytestmark = pytest.mark.book
 
@@ -100,7 +99,9 @@ def test_chapter_executed_without_errors(built_book, docname):
     text = body.get_text()
     assert "Traceback (most recent call last)" not in text, f"{docname}: a traceback is shown"
     report = built_book / "reports" / f"{docname}.err.log"
-    assert not report.exists(), f"{docname}: execution report {report}:\n{report.read_text()[:2000]}"
+    assert not report.exists(), (
+        f"{docname}: execution report {report}:\n{report.read_text()[:2000]}"
+    )
 
 
 @pytest.mark.parametrize("docname", CHAPTERS)
@@ -111,7 +112,9 @@ def test_chapter_math_ready_for_mathjax(built_book, docname):
     assert maths, f"{docname}: no math in the page (every chapter writes its math in LaTeX)"
     for node in maths:
         tex = node.get_text()
-        assert re.search(r"\\\(|\\\[|\\begin\{", tex), f"{docname}: math not delimited for MathJax: {tex!r}"
+        assert re.search(r"\\\(|\\\[|\\begin\{", tex), (
+            f"{docname}: math not delimited for MathJax: {tex!r}"
+        )
     for node in maths:
         node.decompose()
     assert "$$" not in body.get_text(), f"{docname}: a $$ block was left unparsed"
@@ -133,7 +136,9 @@ def assert_local_mathjax(built_book: Path, soup: BeautifulSoup, docname: str) ->
 def test_chapter_links_its_exercise_notebook(built_book, docname):
     body = article(page(built_book, docname))
     name = Path(docname).name
-    links = [a["href"] for a in body.select("a.download[href]") if a["href"].endswith(f"/{name}.ipynb")]
+    links = [
+        a["href"] for a in body.select("a.download[href]") if a["href"].endswith(f"/{name}.ipynb")
+    ]
     assert links, (
         f"{docname}: no download link to its exercise notebook; add "
         f"{{download}}`{name}.ipynb <../exercises/{name}/{name}.ipynb>` (see CONTRIBUTING.md)"
@@ -156,9 +161,9 @@ def test_intro_lists_all_twelve_chapters(built_book):
         status = cells[-1].get_text(strip=True).lower()
         link = cells[1].find("a")
         if number in in_toc:
-            assert link is not None and link.get("href", "").split("#")[0] == f"{in_toc[number]}.html", (
-                f"intro: chapter {number} is in the toc but its row does not link to it"
-            )
+            assert (
+                link is not None and link.get("href", "").split("#")[0] == f"{in_toc[number]}.html"
+            ), f"intro: chapter {number} is in the toc but its row does not link to it"
             assert status != "coming", f"intro: chapter {number} is written but marked coming"
         else:
             assert link is None and status == "coming", (
@@ -195,7 +200,7 @@ def outside_loads(html: str) -> list[str]:
         found += [f"style url({u})" for u in CSS_URL.findall(node["style"]) if OUTSIDE.match(u)]
     for node in soup.find_all("style"):
         found += [f"<style> {u}" for u in CSS_URL.findall(node.get_text()) if OUTSIDE.match(u)]
-    for node in soup.find_all("meta", attrs={"http-equiv": re.compile("refresh", re.I)}):
+    for node in soup.find_all("meta", attrs={"http-equiv": re.compile("refresh", re.IGNORECASE)}):
         target = (node.get("content") or "").partition("url=")[2]
         if OUTSIDE.match(target):
             found.append(f"<meta refresh {target}>")
@@ -226,7 +231,9 @@ def test_stylesheets_load_nothing_from_outside(built_book):
     assert sheets
     problems = []
     for sheet in sheets:
-        css = re.sub(r"/\*.*?\*/", "", sheet.read_text(encoding="utf-8", errors="replace"), flags=re.S)
+        css = re.sub(
+            r"/\*.*?\*/", "", sheet.read_text(encoding="utf-8", errors="replace"), flags=re.DOTALL
+        )
         problems += [f"{sheet.name}: {u}" for u in CSS_URL.findall(css) if OUTSIDE.match(u)]
     assert not problems, f"stylesheets load from other hosts: {problems}"
 
@@ -238,7 +245,11 @@ def test_internal_links_resolve(built_book, docname):
     missing = []
     for node in soup.find_all(["a", "link", "script", "img"]):
         target = node.get("href") or node.get("src")
-        if not target or OUTSIDE.match(target) or re.match(r"^(#|mailto:|data:|javascript:)", target):
+        if (
+            not target
+            or OUTSIDE.match(target)
+            or re.match(r"^(#|mailto:|data:|javascript:)", target)
+        ):
             continue
         path = unquote(urlsplit(target).path)
         if path and not (built_book / path).exists():
@@ -264,7 +275,9 @@ def test_page_has_a_local_favicon(built_book, docname):
     assert icons, f"{docname}: no favicon declared"
     for icon in icons:
         assert not OUTSIDE.match(icon["href"]), f"{docname}: favicon from outside: {icon['href']}"
-        assert (built_book / icon["href"].split("?")[0]).is_file(), f"{docname}: {icon['href']} missing"
+        assert (built_book / icon["href"].split("?")[0]).is_file(), (
+            f"{docname}: {icon['href']} missing"
+        )
 
 
 @pytest.mark.parametrize("docname", PAGES)

@@ -16,7 +16,6 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-
 from _book_helpers import REPO, chapter_docnames, toc_docnames
 
 try:
@@ -70,7 +69,7 @@ class _RecordingHandler(http.server.SimpleHTTPRequestHandler):
         if str(code).isdigit() and int(code) >= 400:
             self.errors.append(f"{code} {self.path}")
 
-    def log_message(self, format, *args):  # noqa: A002 (signature of the base class)
+    def log_message(self, format, *args):
         pass
 
 
@@ -179,7 +178,9 @@ class Visit:
         assert not self.failed, f"{where}: failed requests: {self.failed}"
         assert not self.bad_status, f"{where}: HTTP errors: {self.bad_status}"
         assert not self.console_errors, f"{where}: console errors: {self.console_errors}"
-        assert not self.server.errors, f"{where}: the server answered with errors: {self.server.errors}"
+        assert not self.server.errors, (
+            f"{where}: the server answered with errors: {self.server.errors}"
+        )
 
     def close(self):
         self.context.close()
