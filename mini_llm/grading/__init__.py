@@ -1,0 +1,13 @@
+"""Autograding that a submission cannot talk its way out of.
+
+nbgrader does the bookkeeping (gradebook, autograde, feedback, export); this package adds what
+it lacks for untrusted code at course scale:
+
+* :mod:`.limits` -- time, memory and file limits on every process that runs student code;
+* :mod:`.notebook` -- the assignment as the instructor wrote it; the answers of a submission;
+* :mod:`.sandbox` / :mod:`.verify` -- the trusted score: tests run in the grader, the learner's
+  functions in a separate limited process, plain data between them (:mod:`.wire`);
+* :mod:`.integrity` -- whatever student code changes on disk is put back;
+* :mod:`.feedback` -- feedback that names the failed checks without revealing hidden tests;
+* :mod:`.nbglue` -- the calls into nbgrader; :mod:`.runner` and :mod:`.cli` -- the command.
+"""

@@ -1,0 +1,65 @@
+"""The ``grade`` command: arguments, the run, and the summary table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from mini_llm.grading.nbglue import GradingError
+from mini_llm.grading.runner import Options, StudentReport, grade
+
+HELP = "autograde every submission of an assignment (nbgrader, with limits and trusted checks)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("assignment", help="assignment name, e.g. ch01_bigrams")
+    parser.add_argument("--course-dir", type=Path, default=Path("."),
+                        help="nbgrader course folder (default: the current folder)")
+    parser.add_argument("--workers", type=int, default=2, help="students graded at once")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="wall-clock seconds per notebook run (default 300)")
+    parser.add_argument("--cell-timeout", type=float, default=30.0,
+                        help="seconds per cell before it is interrupted (default 30)")
+    parser.add_argument("--memory-mb", type=int, default=2048,
+                        help="address-space limit of each student process (default 2048)")
+    parser.add_argument("--student", action="append", default=[],
+                        help="grade only this student (repeatable)")
+
+
+def summary(reports: list[StudentReport], run_problems: list[str], total: float) -> str:
+    width = max([len("student")] + [len(r.student) for r in reports])
+    lines = [f"{'student':<{width}}  {'score':>11}  {'in-kernel':>9}  problems"]
+    for r in reports:
+        in_kernel = f"{r.in_kernel.auto_score:g}" if r.in_kernel.scores else "-"
+        problems = "; ".join(r.problems) or "-"
+        lines.append(f"{r.student:<{width}}  {f'{r.score:g}/{total:g}':>11}  {in_kernel:>9}  "
+                     f"{problems}")
+    lines += [f"run: {p}" for p in run_problems]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.workers < 1 or args.timeout <= 0 or args.cell_timeout <= 0 or args.memory_mb < 256:
+        raise ValueError("--workers >= 1, --timeout > 0, --cell-timeout > 0 and "
+                         "--memory-mb >= 256 are required")
+    options = Options(args.assignment, args.course_dir, args.workers, args.timeout,
+                      args.cell_timeout, args.memory_mb, args.student)
+    reports, run_problems = grade(options)
+    total = reports[0].verification.cells and sum(
+        c.max_points for c in reports[0].verification.cells if c.kind == "test")
+    print(summary(reports, run_problems, total or 0))
+    print(f"gradebook: {args.course_dir / 'gradebook.db'}; feedback under feedback/; "
+          f"grades: grades-{args.assignment}.csv")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mini-llm grade", description=HELP)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        run(args)
+    except (GradingError, ValueError, FileNotFoundError) as err:
+        print(f"mini-llm grade: error: {err}", file=sys.stderr)
+        return 2
+    return 0

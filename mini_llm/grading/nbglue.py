@@ -1,0 +1,221 @@
+"""nbgrader does the bookkeeping: the gradebook, autograde's in-kernel run, feedback, export.
+
+* :func:`course` reads the course's own ``nbgrader_config.py`` for its folder names.
+* :func:`register_assignment` runs ``nbgrader generate_assignment`` so the gradebook knows the
+  assignment's cells (into a scratch release folder: ``exercises/`` is left alone).
+* :func:`autograde_in_kernel` runs ``nbgrader autograde`` for one student in a private copy of
+  the course (its own gradebook copy, only that student's submission), with the kernel started
+  through :mod:`.limits`. Its scores are shown, never recorded: the kernel is the submission's.
+* :func:`record` writes the trusted scores into the real gradebook with nbgrader's API and
+  nbgrader's own late-penalty step; :func:`feedback_and_export` runs ``generate_feedback`` and
+  ``export``. Both run only after every student process has been killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nbformat.v4 import new_notebook
+from nbgrader.api import Gradebook
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import AssignLatePenalties
+from nbgrader.utils import parse_utc
+from traitlets.config.loader import PyFileConfigLoader
+
+from mini_llm.grading import limits
+from mini_llm.grading.notebook import Assignment
+from mini_llm.grading.verify import Verification
+
+KERNEL_NAME = "mini-llm-grading"
+
+
+class GradingError(Exception):
+    """A problem the instructor can fix (missing folders, a failing nbgrader step)."""
+
+
+def course(course_dir: Path) -> CourseDirectory:
+    """The course's folder layout, from its nbgrader_config.py (root = ``course_dir``)."""
+    config_file = course_dir / "nbgrader_config.py"
+    config = PyFileConfigLoader(str(config_file)).load_config() if config_file.exists() else None
+    coursedir = CourseDirectory(config=config) if config is not None else CourseDirectory()
+    coursedir.root = str(course_dir.resolve())
+    coursedir.db_url = f"sqlite:///{course_dir.resolve() / 'gradebook.db'}"
+    return coursedir
+
+
+def folder(coursedir: CourseDirectory, kind: str, *parts: str) -> Path:
+    return Path(coursedir.root, getattr(coursedir, f"{kind}_directory"), *parts)
+
+
+def _path() -> str:
+    """PATH with this interpreter's bin folder first: nbgrader runs ``alembic`` from PATH."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
+def _nbgrader(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "nbgrader", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PATH": _path()}, check=False)
+
+
+def _config_args(root: Path) -> list[str]:
+    return [f"--CourseDirectory.root={root}", f"--CourseDirectory.db_url=sqlite:///{root}/gradebook.db"]
+
+
+def register_assignment(coursedir: CourseDirectory, assignment: str, scratch: Path) -> Path:
+    """Put the assignment's cells into the gradebook; return the scratch release notebook dir."""
+    release = scratch / "release"
+    result = _nbgrader(["generate_assignment", assignment, "--force",
+                        f"--CourseDirectory.release_directory={release}",
+                        *_config_args(Path(coursedir.root))],
+                       Path(coursedir.root), timeout=600)
+    if result.returncode != 0:
+        raise GradingError(f"nbgrader generate_assignment {assignment} failed:\n"
+                           + result.stderr[-3000:])
+    return release / assignment
+
+
+# ------------------------------------------------------------------- the in-kernel run
+@dataclass
+class InKernel:
+    """What nbgrader's own autograde reported (display only)."""
+
+    scores: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def auto_score(self) -> float:
+        return sum(self.scores.values())
+
+
+def _kernel_spec(where: Path, limit: limits.Limits) -> None:
+    spec = where / "kernels" / KERNEL_NAME
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "mini_llm.grading.limits", *limit.argv(), "--",
+            sys.executable, "-I", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps(
+        {"argv": argv, "display_name": "Python 3 (limited, grading)", "language": "python"}))
+
+
+def autograde_in_kernel(coursedir: CourseDirectory, assignment: Assignment, student: str,
+                        files: dict[str, bytes], gradebook: bytes, source_files: dict[str, bytes],
+                        workdir: Path, limit: limits.Limits, timeout_s: float,
+                        cell_timeout_s: float) -> InKernel:
+    """``nbgrader autograde`` of one student in a private copy of the course."""
+    root = workdir / "course"
+    submitted = root / "submitted" / student / assignment.name
+    source = root / "source" / assignment.name
+    for base, content in ((submitted, files), (source, source_files)):
+        base.mkdir(parents=True)
+        for name, data in content.items():
+            (base / name).parent.mkdir(parents=True, exist_ok=True)
+            (base / name).write_bytes(data)
+    (root / "gradebook.db").write_bytes(gradebook)
+    _kernel_spec(workdir / "jupyter", limit)
+    home = workdir / "kernel-home"
+    home.mkdir(mode=0o700)
+    env = limits.student_environment(str(home))
+    env["JUPYTER_PATH"] = str(workdir / "jupyter")
+    env["PATH"] = _path()
+    command = [sys.executable, "-m", "nbgrader", "autograde", assignment.name,
+               f"--student={student}", "--force", *_config_args(root),
+               "--CourseDirectory.source_directory=source",
+               "--CourseDirectory.submitted_directory=submitted",
+               "--CourseDirectory.autograded_directory=autograded",
+               f"--Execute.kernel_name={KERNEL_NAME}", f"--Execute.timeout={int(cell_timeout_s)}",
+               "--Execute.extra_arguments=[]"]
+    start = time.monotonic()
+    log = workdir / "nbgrader.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=out,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        in_time = limits.wait_or_kill(process, start + timeout_s)
+    result = InKernel(seconds=time.monotonic() - start)
+    if not in_time:
+        result.error = f"nbgrader autograde was stopped at the time limit ({timeout_s:g} s)"
+    elif process.returncode != 0:
+        tail = log.read_bytes()[-20_000:].decode(errors="replace").strip().splitlines()
+        errors = [line for line in tail if "[AutogradeApp | ERROR]" in line]
+        result.error = (errors[-1] if errors else tail[-1] if tail else "").strip()[:300]
+    result.scores = _scores(root / "gradebook.db", assignment, student)
+    return result
+
+
+def _scores(db: Path, assignment: Assignment, student: str) -> dict[str, float]:
+    scores = {}
+    try:
+        with Gradebook(f"sqlite:///{db}") as gb:
+            for cell in assignment.cells:
+                if cell.kind == "test":
+                    grade = gb.find_grade(cell.grade_id, assignment.notebook, assignment.name,
+                                          student)
+                    scores[cell.grade_id] = float(grade.auto_score or 0)
+    except Exception:  # noqa: BLE001 - the copy was the submission's to break; nothing to show
+        return {}
+    return scores
+
+
+# ------------------------------------------------------------------- the real gradebook
+def timestamp(text: bytes | None):
+    """The submission time, parsed the way nbgrader parses ``timestamp.txt``; None if absent."""
+    if not text or not text.strip():
+        return None
+    try:
+        return parse_utc(text.decode().strip())
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def record(coursedir: CourseDirectory, assignment: Assignment, student: str, when,
+           verification: Verification, answers: dict[str, list[str]],
+           released: dict[str, str]) -> None:
+    """Write one student's trusted scores into the gradebook, as nbgrader's autograde would."""
+    name, notebook = assignment.name, assignment.notebook
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        gb.update_or_create_student(student)
+        gb.update_or_create_submission(name, student, **({"timestamp": when} if when else {}))
+        by_id = {c.grade_id: c for c in verification.cells}
+        for cell in assignment.cells:
+            if cell.kind == "test":
+                grade = gb.find_grade(cell.grade_id, notebook, name, student)
+                grade.auto_score = by_id[cell.grade_id].points if cell.grade_id in by_id else 0.0
+                grade.needs_manual_grade = grade.manual_score is not None
+            elif cell.kind == "manual":
+                grade = gb.find_grade(cell.grade_id, notebook, name, student)
+                copies = answers.get(cell.grade_id, [])
+                grade.auto_score = 0.0 if copies in ([], [released.get(cell.grade_id)]) else None
+                grade.needs_manual_grade = grade.auto_score is None
+            if cell.kind in ("answer", "manual"):
+                comment = gb.find_comment(cell.grade_id, notebook, name, student)
+                copies = answers.get(cell.grade_id, [])
+                unchanged = not copies or copies == [released.get(cell.grade_id)]
+                comment.auto_comment = "No response." if unchanged else None
+        gb.db.commit()
+    resources = {"nbgrader": {"notebook": notebook, "assignment": name, "student": student,
+                              "db_url": coursedir.db_url}}
+    AssignLatePenalties(config=coursedir.config).preprocess(new_notebook(), resources)
+
+
+def feedback_and_export(coursedir: CourseDirectory, assignment: str, students: list[str],
+                        csv_path: Path) -> None:
+    """nbgrader's own feedback HTML and CSV export, for the students just graded."""
+    root = Path(coursedir.root)
+    for args, what in (([ "generate_feedback", assignment, "--force",
+                          *_config_args(root)], "generate_feedback"),
+                       (["export", f"--to={csv_path}", f"--assignment=[{assignment!r}]",
+                         *_config_args(root)], "export")):
+        result = _nbgrader(args, root, timeout=1800)
+        if result.returncode != 0:
+            raise GradingError(f"nbgrader {what} failed:\n{result.stderr[-3000:]}")
+    missing = [s for s in students
+               if not folder(coursedir, "feedback", s, assignment).exists()]
+    if missing:
+        raise GradingError("nbgrader generate_feedback wrote nothing for " + ", ".join(missing))
+

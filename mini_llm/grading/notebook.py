@@ -1,0 +1,213 @@
+"""What is graded: the instructor's source notebook, and the answers taken from a submission.
+
+Everything that decides a score comes from the source notebook (``solutions/``): which cells
+exist, their order, their kind, their points, the set-up code and the tests. From a
+submission only the *source text of answer cells* is taken, matched by ``grade_id``; its
+metadata, test cells, locked cells, outputs and kernel are read only to report what was changed.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader import utils as nbutils
+
+HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of the source notebook. ``kind`` is one of:
+
+    ``text`` (markdown), ``setup`` (instructor code), ``answer`` (learner code, not graded by
+    itself), ``test`` (auto-graded), ``manual`` (an answer graded by a person), ``free`` (an
+    unmarked cell the learner may use freely; not part of grading).
+    """
+
+    kind: str
+    grade_id: str | None
+    source: str
+    cell_type: str
+    points: float = 0.0
+    checksum: str | None = None
+
+    def chunks(self) -> list[tuple[bool, str]]:
+        """The test code as (hidden?, code) pieces, split at nbgrader's hidden-test markers."""
+        pieces, hidden, lines = [], False, []
+        for line in self.source.splitlines(keepends=True):
+            marker = HIDDEN_BEGIN in line or HIDDEN_END in line
+            if marker:
+                pieces.append((hidden, "".join(lines)))
+                hidden, lines = HIDDEN_BEGIN in line, []
+            else:
+                lines.append(line)
+        pieces.append((hidden, "".join(lines)))
+        pieces = [(h, code) for h, code in pieces if code.strip()]
+        try:
+            for _, code in pieces:
+                ast.parse(code)
+        except SyntaxError:  # markers inside a block: run the cell whole, treat it as hidden
+            return [(any(h for h, _ in pieces), self.source)]
+        return pieces
+
+    @property
+    def has_hidden_tests(self) -> bool:
+        return HIDDEN_BEGIN in self.source
+
+
+@dataclass
+class Assignment:
+    name: str
+    notebook: str
+    cells: list[Cell]
+    kernelspec: dict
+
+    @property
+    def graded_names(self) -> list[str]:
+        """Names the answer cells of the reference solution define: what the tests may call."""
+        names: list[str] = []
+        for cell in self.cells:
+            if cell.kind != "answer":
+                continue
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.append(node.name)
+                elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    names += [t.id for t in targets if isinstance(t, ast.Name)]
+        return list(dict.fromkeys(names))
+
+    def cell(self, grade_id: str) -> Cell:
+        return next(c for c in self.cells if c.grade_id == grade_id)
+
+    @property
+    def auto_points(self) -> float:
+        return sum(c.points for c in self.cells if c.kind == "test")
+
+
+def _kind(cell) -> str:
+    meta = cell.metadata.get("nbgrader", {})
+    if cell.cell_type == "markdown":
+        return "manual" if meta.get("grade") and meta.get("solution") else "text"
+    if not meta.get("grade_id"):
+        return "free"
+    if meta.get("solution"):
+        return "manual" if meta.get("grade") else "answer"
+    if meta.get("grade"):
+        return "test"
+    return "setup"
+
+
+def load_assignment(source_notebook: Path) -> Assignment:
+    """The trusted description of an assignment, from its nbgrader source notebook."""
+    nb = nbformat.read(source_notebook, as_version=4)
+    cells = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        kind = _kind(cell)
+        checksum = nbutils.compute_checksum(cell) if meta.get("grade_id") else None
+        cells.append(Cell(kind, meta.get("grade_id"), cell.source, cell.cell_type,
+                          float(meta.get("points", 0) or 0), checksum))
+    return Assignment(source_notebook.parent.name, source_notebook.stem, cells,
+                      dict(nb.metadata.get("kernelspec", {})))
+
+
+@dataclass
+class Submission:
+    """The answer sources of one student's notebook, and what was wrong with the file."""
+
+    answers: dict[str, list[str]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_submission(path: Path, assignment: Assignment, release_sources: dict[str, str]
+                    ) -> Submission:
+    """Take the answers out of a submitted notebook; note every departure from the assignment.
+
+    ``release_sources`` maps answer grade_ids to their text in the released notebook, to tell
+    an answer left untouched from one that was written.
+    """
+    result = Submission()
+    if not path.exists():
+        result.problems.append(f"no notebook {path.name} was submitted")
+        return result
+    try:
+        raw = json.loads(path.read_bytes())
+        version = raw.get("nbformat") if isinstance(raw, dict) else None
+        nb = nbformat.reads(json.dumps(raw), as_version=4)
+    except Exception as err:  # noqa: BLE001 - any malformed file is reported, never fatal
+        result.problems.append(f"{path.name} is not a readable notebook ({type(err).__name__}); "
+                               "graded as empty")
+        return result
+    if version != 4:
+        result.problems.append(f"{path.name} is in the old notebook format v{version}; "
+                               "it was converted")
+    by_id: dict[str, list] = {}
+    for cell in nb.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if isinstance(grade_id, str):
+            by_id.setdefault(grade_id, []).append(cell)
+    _check_kernel(nb, assignment, result)
+    known = {c.grade_id: c for c in assignment.cells if c.grade_id}
+    order = [c.grade_id for c in assignment.cells if c.kind in ("answer", "manual")]
+    seen_order = [g for g in by_id if g in order]
+    if seen_order != [g for g in order if g in by_id]:
+        result.problems.append("answer cells were moved; they were graded in the "
+                               "assignment's order")
+    for grade_id, copies in by_id.items():
+        source_cell = known.get(grade_id)
+        if source_cell is None:
+            result.problems.append(f"cell '{grade_id}' is not part of the assignment; ignored")
+            continue
+        if len(copies) > 1:
+            result.problems.append(f"cell '{grade_id}' appears {len(copies)} times; all copies "
+                                   "were run, in order")
+        for copy in copies:
+            _check_metadata(copy, source_cell, result)
+        if source_cell.kind in ("answer", "manual"):
+            result.answers[grade_id] = [str(c.get("source", "")) for c in copies]
+        elif any(c.get("source", "") != source_cell.source for c in copies):
+            result.problems.append(f"{source_cell.kind} cell '{grade_id}' was edited; the "
+                                   "assignment's version was used")
+    for cell in assignment.cells:
+        if cell.grade_id and cell.grade_id not in by_id and cell.kind != "text":
+            what = "answer" if cell.kind in ("answer", "manual") else cell.kind
+            result.problems.append(f"{what} cell '{cell.grade_id}' was deleted"
+                                   + ("" if what == "answer" else
+                                      "; the assignment's version was used"))
+    unanswered = [g for g in order if g in result.answers
+                  and result.answers[g] == [release_sources.get(g)]]
+    if unanswered:
+        result.problems.append("not answered: " + ", ".join(unanswered))
+    return result
+
+
+def _check_kernel(nb, assignment: Assignment, result: Submission) -> None:
+    name = nb.metadata.get("kernelspec", {}).get("name")
+    expected = assignment.kernelspec.get("name")
+    if name != expected:
+        result.problems.append(f"the notebook asks for kernel {name!r}; graded with {expected!r}")
+
+
+def _check_metadata(cell, source_cell: Cell, result: Submission) -> None:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    changed = []
+    if cell.get("cell_type") != source_cell.cell_type:
+        changed.append("cell type")
+    if bool(meta.get("grade")) != (source_cell.kind in ("test", "manual")):
+        changed.append("graded flag")
+    if bool(meta.get("solution")) != (source_cell.kind in ("answer", "manual")):
+        changed.append("solution flag")
+    try:
+        points = float(meta.get("points", 0) or 0)
+    except (TypeError, ValueError):
+        points = None
+    if points != source_cell.points:
+        changed.append("points")
+    if changed:
+        result.problems.append(f"the {', '.join(changed)} of cell '{source_cell.grade_id}' "
+                               "were changed; the assignment's were used")

@@ -1,0 +1,227 @@
+"""``mini-llm grade``: every student of an assignment, in parallel, under limits.
+
+1. Read, before any student code runs: the source notebook, the gradebook, the assignment's
+   folders and every submission (:mod:`.integrity`); import the modules the tests use, so a
+   submission that rewrites them on disk cannot change the checking code of this run.
+2. Grade each student in a worker process: nbgrader's in-kernel autograde in a private copy of
+   the course (shown, never recorded), then the trusted replay (:mod:`.verify`).
+3. When all student processes are gone: undo any change they made to the course, record the
+   trusted scores (nbgrader's gradebook API), write the learner-safe graded notebooks, and run
+   nbgrader's feedback and CSV export. Print a summary with each student's problems.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import multiprocessing
+import shutil
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from tqdm import tqdm
+
+from mini_llm.grading import feedback, integrity, limits, nbglue
+from mini_llm.grading.notebook import Assignment, Submission, load_assignment, read_submission
+from mini_llm.grading.verify import Verification, verify
+
+
+@dataclass
+class Options:
+    assignment: str
+    course_dir: Path
+    workers: int = 2
+    timeout_s: float = 300.0
+    cell_timeout_s: float = 30.0
+    memory_mb: int = 2048
+    students: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StudentReport:
+    student: str
+    submission: Submission
+    verification: Verification
+    in_kernel: nbglue.InKernel
+    window: tuple[float, float]
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return self.verification.auto_score
+
+
+@dataclass
+class _Context:
+    """What every worker needs; inherited by the forked workers, never sent."""
+
+    options: Options
+    coursedir: object
+    assignment: Assignment
+    snapshot: integrity.Snapshot
+    gradebook: bytes
+    released: dict[str, str]
+    release_files: list[Path]
+
+
+_CONTEXT: _Context | None = None
+
+
+def _grade_one(student: str) -> StudentReport:
+    """Runs in a worker: the in-kernel run and the trusted replay of one student."""
+    context = _CONTEXT
+    options, assignment = context.options, context.assignment
+    limit = limits.Limits(memory_mb=options.memory_mb, cpu_s=int(options.timeout_s) + 30)
+    submitted = nbglue.folder(context.coursedir, "submitted", student, assignment.name)
+    files = context.snapshot.under(submitted)
+    source = nbglue.folder(context.coursedir, "source", assignment.name)
+    source_files = {k: v for k, v in context.snapshot.under(source).items()
+                    if not k.endswith(".ipynb")}
+    start = time.time()
+    with tempfile.TemporaryDirectory(prefix=f"grade-{student}-") as scratch:
+        scratch = Path(scratch)
+        (scratch / "kernel").mkdir()
+        in_kernel = nbglue.autograde_in_kernel(
+            context.coursedir, assignment, student, files, context.gradebook, source_files,
+            scratch / "kernel", limit, options.timeout_s, options.cell_timeout_s)
+        copy = scratch / "submission" / f"{assignment.notebook}.ipynb"
+        copy.parent.mkdir()
+        notebook_name = f"{assignment.notebook}.ipynb"
+        if notebook_name in files:
+            copy.write_bytes(files[notebook_name])
+        submission = read_submission(copy, assignment, context.released)
+        (scratch / "replay").mkdir()
+        verification = verify(assignment, submission, scratch / "replay", limit,
+                              options.timeout_s, options.cell_timeout_s, context.release_files)
+    extra = sorted(set(files) - {notebook_name, "timestamp.txt"})
+    report = StudentReport(student, submission, verification, in_kernel, (start, time.time()))
+    report.problems = submission.problems + verification.problems
+    if extra:
+        report.problems.append("extra files ignored: " + ", ".join(extra[:5])
+                               + (" ..." if len(extra) > 5 else ""))
+    if in_kernel.error:
+        report.problems.append(f"in-kernel run: {in_kernel.error}")
+    if in_kernel.scores and in_kernel.auto_score > verification.auto_score:
+        report.problems.append(
+            f"the in-kernel run claimed {in_kernel.auto_score:g} points but the trusted check "
+            f"gives {verification.auto_score:g}: the notebook's own tests were fooled")
+    return report
+
+
+def _preload(assignment: Assignment) -> None:
+    """Import what the instructor's cells import, before any submission can touch it."""
+    for cell in assignment.cells:
+        if cell.kind not in ("setup", "test"):
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module] if isinstance(node, ast.ImportFrom) and node.module
+                       else [])
+            for module in modules:
+                importlib.import_module(module)
+
+
+def _students(options: Options, coursedir) -> list[str]:
+    submitted = Path(coursedir.root, coursedir.submitted_directory)
+    if not submitted.is_dir():
+        raise nbglue.GradingError(f"no submissions folder: {submitted}")
+    everyone = sorted(p.name for p in submitted.iterdir()
+                      if p.is_dir() and (p / options.assignment).is_dir())
+    if options.students:
+        unknown = sorted(set(options.students) - set(everyone))
+        if unknown:
+            raise nbglue.GradingError("no submission of " + ", ".join(unknown))
+        return [s for s in everyone if s in options.students]
+    if not everyone:
+        raise nbglue.GradingError(f"nobody has submitted {options.assignment} under {submitted}")
+    return everyone
+
+
+def grade(options: Options) -> tuple[list[StudentReport], list[str]]:
+    """Grade every student; returns the reports and the problems of the run as a whole."""
+    global _CONTEXT
+    coursedir = nbglue.course(options.course_dir)
+    source = nbglue.folder(coursedir, "source", options.assignment)
+    notebooks = sorted(source.glob("*.ipynb"))
+    if len(notebooks) != 1:
+        raise nbglue.GradingError(f"expected one source notebook in {source}, "
+                                  f"found {len(notebooks)}")
+    students = _students(options, coursedir)
+    assignment = load_assignment(notebooks[0])
+    _preload(assignment)
+    gradebook_path = Path(coursedir.root) / "gradebook.db"
+    with tempfile.TemporaryDirectory(prefix="mini-llm-grade-") as scratch:
+        release = nbglue.register_assignment(coursedir, options.assignment, Path(scratch))
+        released_nb = nbformat.read(release / notebooks[0].name, as_version=4)
+        released = {c.metadata["nbgrader"]["grade_id"]: c.source for c in released_nb.cells
+                    if c.metadata.get("nbgrader", {}).get("solution")}
+        release_files = [Path(scratch) / "data" / p.name for p in release.iterdir()
+                         if p.is_file() and p.suffix != ".ipynb"]
+        (Path(scratch) / "data").mkdir()
+        for path in release.iterdir():
+            if path.is_file() and path.suffix != ".ipynb":
+                shutil.copy(path, Path(scratch) / "data")
+        roots = [source, nbglue.folder(coursedir, "release", options.assignment)]
+        roots += [nbglue.folder(coursedir, kind, s, options.assignment)
+                  for kind in ("submitted", "autograded", "feedback") for s in students]
+        snapshot = integrity.Snapshot.take(roots, [gradebook_path])
+        _CONTEXT = _Context(options, coursedir, assignment, snapshot,
+                            snapshot.files[gradebook_path], released, release_files)
+        reports = _run_pool(students, options.workers)
+    run_problems = _undo_changes(snapshot, reports)
+    for report in reports:
+        _write_results(coursedir, assignment, notebooks[0], report, snapshot, released)
+    csv_path = Path(coursedir.root) / f"grades-{options.assignment}.csv"
+    nbglue.feedback_and_export(coursedir, options.assignment, students, csv_path)
+    return reports, run_problems
+
+
+def _run_pool(students: list[str], workers: int) -> list[StudentReport]:
+    reports = []
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context) as pool, \
+            tqdm(total=len(students), desc="grading", unit="student") as bar:
+        futures = {pool.submit(_grade_one, s): s for s in students}
+        for future in as_completed(futures):
+            reports.append(future.result())
+            bar.update()
+    return sorted(reports, key=lambda r: r.student)
+
+
+def _undo_changes(snapshot: integrity.Snapshot, reports: list[StudentReport]) -> list[str]:
+    found = integrity.changes(snapshot)
+    integrity.restore(snapshot, found)
+    windows = {r.student: r.window for r in reports}
+    problems = []
+    for change in found:
+        who = integrity.suspects(change, windows)
+        problems.append(f"{change.path} was {change.what} by student code during grading and "
+                        f"has been restored (code running then: {', '.join(who)})")
+        for report in reports:
+            if report.student in who:
+                report.problems.append(f"student code {change.what} {change.path.name} "
+                                       "(restored)")
+    return problems
+
+
+def _write_results(coursedir, assignment: Assignment, source_notebook: Path,
+                   report: StudentReport, snapshot: integrity.Snapshot,
+                   released: dict[str, str]) -> None:
+    submitted = nbglue.folder(coursedir, "submitted", report.student, assignment.name)
+    when = nbglue.timestamp(snapshot.files.get(submitted / "timestamp.txt"))
+    nbglue.record(coursedir, assignment, report.student, when, report.verification,
+                  report.submission.answers, released)
+    source_nb = nbformat.reads(snapshot.files[source_notebook].decode(), as_version=4)
+    graded = feedback.graded_notebook(source_nb, assignment, report.submission.answers,
+                                      report.verification, report.problems)
+    target = nbglue.folder(coursedir, "autograded", report.student, assignment.name)
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    nbformat.write(graded, target / source_notebook.name)
+    if submitted / "timestamp.txt" in snapshot.files:
+        (target / "timestamp.txt").write_bytes(snapshot.files[submitted / "timestamp.txt"])

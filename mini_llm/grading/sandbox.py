@@ -1,0 +1,156 @@
+"""The untrusted side: a process that runs a submission's cells and answers calls on them.
+
+It is started by :mod:`mini_llm.grading.verify` under the limits of
+:mod:`mini_llm.grading.limits` and never sees a test cell: it receives the cells to run (the
+instructor's set-up cells and the learner's answer cells) and then calls such as "call
+``count_bigrams`` with these arguments", and sends back plain data (:mod:`.wire`). Whatever the
+submission does in here -- patching NumPy, the check helpers or ``builtins``, exiting, crashing
+-- changes only the answers this process gives, never how they are judged.
+
+``python -m mini_llm.grading.sandbox REQUEST_FD REPLY_FD``: requests arrive on one pipe and
+replies leave on the other; the learner's printing goes to a capped buffer that comes back
+with each reply, so 50 MB of output costs nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from typing import Any
+
+from mini_llm.grading import wire
+
+MAX_OUTPUT_CHARS = 20_000
+
+
+class CappedText(io.TextIOBase):
+    """A text stream that keeps the first ``limit`` characters and counts the rest."""
+
+    def __init__(self, limit: int = MAX_OUTPUT_CHARS):
+        self.limit, self.parts, self.kept, self.dropped = limit, [], 0, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        text = str(text)
+        room = max(self.limit - self.kept, 0)
+        self.parts.append(text[:room])
+        self.kept += min(len(text), room)
+        self.dropped += max(len(text) - room, 0)
+        return len(text)
+
+    def take(self) -> str:
+        text = "".join(self.parts)
+        if self.dropped:
+            text += f"\n[... {self.dropped:,} more characters of output not shown]"
+        self.parts, self.kept, self.dropped = [], 0, 0
+        return text
+
+
+def _describe_error(err: BaseException) -> dict:
+    types = [f"{t.__module__}.{t.__qualname__}" for t in type(err).__mro__]
+    return {"types": types, "message": str(err)[:2000]}
+
+
+class Server:
+    """Runs cells in one IPython shell and answers calls on the names they define."""
+
+    def __init__(self) -> None:
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+
+        config = Config()
+        config.HistoryManager.enabled = False
+        config.InteractiveShell.colors = "nocolor"
+        self.shell = InteractiveShell.instance(config=config)
+        self.handles: dict[int, Any] = {}
+        self.output = CappedText()
+
+    # a value that is not plain data stays here and crosses as a handle
+    def _ref(self, value: Any) -> dict:
+        self.handles[id(value)] = value
+        return {"$ref": id(value), "kind": "callable" if callable(value) else "object"}
+
+    def _resolve(self, token: dict) -> Any:
+        if "$ref" in token:
+            if token["$ref"] not in self.handles:
+                raise LookupError("that object no longer exists in the student's process")
+            return self.handles[token["$ref"]]
+        return self.shell.user_ns[token["$name"]]
+
+    def _kinds(self, names: list[str]) -> dict[str, str]:
+        kinds = {}
+        for name in names:
+            if name not in self.shell.user_ns:
+                kinds[name] = "missing"
+            else:
+                kinds[name] = "callable" if callable(self.shell.user_ns[name]) else "value"
+        return kinds
+
+    def run_cell(self, request: dict) -> dict:
+        result = self.shell.run_cell(request["source"], store_history=False, silent=False)
+        error = result.error_before_exec or result.error_in_exec
+        return {"ok": error is None,
+                "error": None if error is None else f"{type(error).__name__}: {error}"[:2000],
+                "names": self._kinds(request.get("names", []))}
+
+    def get(self, request: dict) -> dict:
+        return {"value": wire.encode(self._resolve(request["target"]), self._ref)}
+
+    def getattr(self, request: dict) -> dict:
+        target = self._resolve(request["target"])
+        return {"value": wire.encode(getattr(target, request["attr"]), self._ref)}
+
+    def call(self, request: dict) -> dict:
+        target = self._resolve(request["target"])
+        args = wire.decode(request["args"], self._resolve)
+        kwargs = wire.decode(request["kwargs"], self._resolve)
+        result = target(*args, **kwargs)
+        # a random generator passed in has moved on; the caller's copy must move on with it
+        moved = {str(i): a.bit_generator.state for i, a in enumerate(args) if _is_generator(a)}
+        moved.update({k: a.bit_generator.state for k, a in kwargs.items() if _is_generator(a)})
+        return {"value": wire.encode(result, self._ref), "generators": moved}
+
+    def handle(self, request: dict) -> dict:
+        operation = {"cell": self.run_cell, "get": self.get, "getattr": self.getattr,
+                     "call": self.call}.get(request.get("op"))
+        if operation is None:
+            return {"failure": f"unknown request {request.get('op')!r}"}
+        sys.stdout = sys.stderr = self.output
+        try:
+            reply = operation(request)
+        except BaseException as err:  # noqa: BLE001 - the learner's error is the answer
+            reply = {"raised": _describe_error(err)}
+        finally:
+            sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        reply["output"] = self.output.take()
+        return reply
+
+    def serve(self, requests: int, replies: int) -> None:
+        while True:
+            try:
+                request = wire.receive(requests)
+            except EOFError:
+                return
+            reply = self.handle(request)
+            try:
+                wire.send(replies, reply)
+            except (TypeError, ValueError) as err:
+                wire.send(replies, {"failure": f"the reply could not be sent: {err}"})
+
+
+def _is_generator(value: Any) -> bool:
+    import numpy as np
+
+    return isinstance(value, np.random.Generator)
+
+
+def main() -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    Server().serve(int(sys.argv[1]), int(sys.argv[2]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,380 @@
+"""The trusted score: run the instructor's tests here, against answers computed elsewhere.
+
+The notebook is replayed in the assignment's order. Set-up cells and the learner's answer
+cells run in a separate, resource-limited sandbox process (:mod:`.sandbox`) that never receives
+a test. Test cells run *here*, in the grader's own interpreter, with pristine NumPy, torch and
+:mod:`mini_llm.checks`; each name the reference solution defines (``count_bigrams`` ...) is
+bound to a :class:`Remote` whose calls are executed in the sandbox and whose results come back
+as plain data (:mod:`.wire`). So a submission can only influence the *answers*; the expected
+values, the comparisons and the verdict are computed where it cannot reach.
+
+Replay follows a notebook run: an error in a cell does not stop later cells; a cell that runs
+past its time is interrupted; if the sandbox dies (``os._exit``, a segfault, a kill after an
+ignored interrupt) nothing after that point runs, so no later test can pass.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import importlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mini_llm.grading import limits, wire
+from mini_llm.grading.notebook import Assignment, Cell, Submission
+from mini_llm.grading.sandbox import CappedText
+
+INTERRUPT_GRACE_S = 3.0
+
+
+class StudentError(Exception):
+    """An exception raised in the student's process that has no trusted counterpart here."""
+
+
+class TimeLimitExceeded(Exception):
+    """The student's code did not finish within the time it was given."""
+
+
+class SandboxDied(Exception):
+    """The student's process is gone; nothing more can run in it."""
+
+
+@dataclass
+class CellResult:
+    """The outcome of one cell. ``message`` is for the instructor; ``learner_message`` may be
+    shown to the learner (no hidden test code, inputs or expected values)."""
+
+    grade_id: str
+    kind: str
+    points: float = 0.0
+    max_points: float = 0.0
+    passed: bool | None = None
+    message: str = ""
+    learner_message: str = ""
+    output: str = ""
+
+
+@dataclass
+class Verification:
+    cells: list[CellResult] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def auto_score(self) -> float:
+        return sum(c.points for c in self.cells if c.kind == "test")
+
+
+# --------------------------------------------------------------------------- the sandbox
+class SandboxClient:
+    """Starts the sandbox process and exchanges requests with it under deadlines."""
+
+    def __init__(self, workdir: Path, limit: limits.Limits, files: list[Path]):
+        self.home = str(workdir / "home")
+        os.makedirs(self.home, mode=0o700)
+        for path in files:  # the data files that come with the assignment
+            shutil.copy(path, self.home)
+        self.limit = limit
+        request_read, self.requests = os.pipe()
+        self.replies, reply_write = os.pipe()
+        command = [sys.executable, "-I", "-m", "mini_llm.grading.sandbox",
+                   str(request_read), str(reply_write)]
+        self.process = subprocess.Popen(
+            command, cwd=self.home, env=limits.student_environment(self.home),
+            pass_fds=(request_read, reply_write), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=limit.preexec)  # noqa: PLW1509 - grading workers are single-threaded
+        os.close(request_read)
+        os.close(reply_write)
+        self.death: str | None = None
+
+    def request(self, message: dict, deadline: float) -> dict:
+        """Send one request; the reply, or ``TimeLimitExceeded``/``SandboxDied``."""
+        if self.death:
+            raise SandboxDied(self.death)
+        try:
+            wire.send(self.requests, message)
+            return self._reply(deadline)
+        except TimeoutError:
+            os.kill(self.process.pid, signal.SIGINT)  # like Jupyter's interrupt
+            try:
+                reply = self._reply(time.monotonic() + INTERRUPT_GRACE_S)
+            except (TimeoutError, EOFError, OSError, wire.WireError):
+                self.close("it was stopped after ignoring an interrupt at its time limit")
+                raise SandboxDied(self.death) from None
+            raise TimeLimitExceeded(
+                f"did not finish in time and was interrupted; output: {reply.get('output', '')}"
+                [:500]) from None
+        except (EOFError, OSError, wire.WireError) as err:
+            self.process.wait(timeout=5) if self.process.poll() is None else None
+            self.close(f"it died ({limits.signal_name(self.process.poll())})"
+                       if self.process.poll() is not None else f"it broke the protocol: {err}")
+            raise SandboxDied(self.death) from None
+
+    def _reply(self, deadline: float) -> dict:
+        reply = wire.receive(self.replies, deadline)
+        if "failure" in reply:
+            raise wire.WireError(str(reply["failure"]))
+        return reply
+
+    def close(self, reason: str = "it was closed") -> None:
+        if self.death is None:
+            self.death = reason
+        limits.kill_tree(self.process.pid)
+        self.process.wait()
+        for fd in (self.requests, self.replies):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Remote:
+    """A name (or an object) that lives in the student's process; calling it calls it there."""
+
+    def __init__(self, runner: Replay, token: dict, label: str):
+        self._runner, self._token, self.__name__ = runner, token, label
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._runner.call(self, args, kwargs)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return self._runner.remote_value({"op": "getattr", "target": self._token, "attr": attr},
+                                         f"{self.__name__}.{attr}")
+
+    def __repr__(self) -> str:
+        return f"<{self.__name__} in the student's notebook>"
+
+
+def rebuild_exception(raised: Any) -> Exception:
+    """The student's exception as a trusted one of the same type (for ``expect_raises``)."""
+    types = raised.get("types") if isinstance(raised, dict) else None
+    message = str(raised.get("message", ""))[:2000] if isinstance(raised, dict) else ""
+    types = [t for t in types if isinstance(t, str)] if isinstance(types, list) else []
+    for qualified in types:
+        module, _, name = qualified.rpartition(".")
+        cls = None
+        if module == "builtins":
+            cls = getattr(builtins, name, None)
+        elif re.fullmatch(r"mini_llm(\.\w+)+", module):
+            with contextlib.suppress(ImportError):
+                cls = getattr(importlib.import_module(module), name, None)
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            with contextlib.suppress(TypeError):
+                return cls(message)
+    first = types[0].rpartition(".")[2] if types else "Error"
+    name = first if first.isidentifier() else "Error"
+    return type(name, (StudentError,), {})(message)
+
+
+# ------------------------------------------------------------------------------- replay
+class _NoMagics:
+    """``get_ipython()`` for the trusted side: instructor cells' magics are not needed there."""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: None
+
+
+def _trusted_code(source: str) -> str:
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager().transform_cell(source)
+
+
+class Replay:
+    """One replay of a notebook: the sandbox, the trusted namespace, the deadlines."""
+
+    def __init__(self, assignment: Assignment, workdir: Path, limit: limits.Limits,
+                 timeout_s: float, cell_timeout_s: float, files: list[Path]):
+        self.assignment = assignment
+        self.sandbox = SandboxClient(workdir, limit, files)
+        self.namespace: dict[str, Any] = {"__name__": "__main__", "get_ipython": _NoMagics}
+        self.notebook_deadline = time.monotonic() + timeout_s
+        self.timeout_s, self.cell_timeout_s = timeout_s, cell_timeout_s
+        self.cell_deadline = self.notebook_deadline
+        self.kinds: dict[str, str] = {}
+
+    # -- talking to the sandbox
+    def start_cell(self) -> None:
+        self.cell_deadline = min(self.notebook_deadline, time.monotonic() + self.cell_timeout_s)
+
+    def _send(self, message: dict) -> dict:
+        if time.monotonic() >= self.notebook_deadline:
+            self.sandbox.close(f"the notebook's time limit ({self.timeout_s:g} s) was used up")
+        return self.sandbox.request(message, self.cell_deadline)
+
+    def _encode(self, value: Any) -> Any:
+        def ref(obj: Any) -> dict:
+            if isinstance(obj, Remote):
+                return obj._token
+            raise TypeError(f"a {type(obj).__name__} cannot be passed to the student's code")
+
+        return wire.encode(value, ref)
+
+    def _decode(self, value: Any, label: str) -> Any:
+        return wire.decode(value, lambda token: Remote(self, {"$ref": token["$ref"]},
+                                                       f"<object from {label}>"))
+
+    def _answer(self, reply: dict, label: str) -> Any:
+        if "raised" in reply:
+            raise rebuild_exception(reply["raised"])
+        try:
+            return self._decode(reply.get("value"), label)
+        except wire.WireError as err:
+            raise StudentError(f"{label} returned something that is not plain data: {err}") \
+                from None
+
+    def call(self, target: Remote, args: tuple, kwargs: dict) -> Any:
+        reply = self._send({"op": "call", "target": target._token, "args": self._encode(list(args)),
+                            "kwargs": self._encode(dict(kwargs))})
+        value = self._answer(reply, target.__name__)
+        moved = reply.get("generators")
+        for key, state in (moved.items() if isinstance(moved, dict) else ()):
+            mine = args[int(key)] if key.isdigit() and int(key) < len(args) else kwargs.get(key)
+            if isinstance(mine, np.random.Generator):
+                with contextlib.suppress(wire.WireError, TypeError, ValueError):
+                    mine.bit_generator.state = wire.decode({"$rng": state}).bit_generator.state
+        return value
+
+    def remote_value(self, message: dict, label: str) -> Any:
+        return self._answer(self._send(message), label)
+
+    # -- the cells
+    def run_in_sandbox(self, source: str) -> tuple[bool, str, str]:
+        reply = self._send({"op": "cell", "source": source,
+                            "names": self.assignment.graded_names})
+        kinds = reply.get("names")
+        if isinstance(kinds, dict):
+            self.kinds = {k: v for k, v in kinds.items() if k in self.assignment.graded_names}
+        output = str(reply.get("output", ""))
+        if "raised" in reply:
+            return False, str(rebuild_exception(reply["raised"])), output
+        return bool(reply.get("ok")), str(reply.get("error") or ""), output
+
+    def bind_graded_names(self) -> None:
+        """Point the trusted namespace at the learner's current definitions."""
+        for name in self.assignment.graded_names:
+            kind = self.kinds.get(name, "missing")
+            if kind == "callable":
+                self.namespace[name] = Remote(self, {"$name": name}, name)
+            elif kind == "value":
+                self.namespace[name] = self.remote_value(
+                    {"op": "get", "target": {"$name": name}}, name)
+            else:
+                self.namespace.pop(name, None)
+
+    def run_trusted(self, code: str, label: str) -> None:
+        """Run instructor code (set-up or tests) in the trusted namespace."""
+        exec(compile(_trusted_code(code), f"<{label}>", "exec"), self.namespace)  # noqa: S102
+
+
+def redact(message: str, error: BaseException) -> str:
+    """What a learner may see of a failed hidden check: the function, the kind of failure
+    and the hint -- never the inputs, the expected value or the test's code."""
+    first = message.splitlines()[0] if message else ""
+    hint = next((line.strip() for line in message.splitlines()
+                 if line.strip().startswith("Hint:")), "")
+    name = re.match(r"\s*([A-Za-z_][\w.]*)\(", first)
+    what = re.search(r" (is wrong|has the wrong shape|should [^.:(]*?(?= of shape|[.:(]|$)|"
+                     r"raised NotImplementedError|raised [A-Za-z_.]+|should refuse this input)",
+                     first)
+    if isinstance(error, NameError):
+        return f"A hidden check failed: {error}."
+    if not isinstance(error, AssertionError) or not name:
+        return f"A hidden check failed ({type(error).__name__}). {hint}".strip()
+    summary = f"{name.group(1)}(…) {what.group(1)}" if what else f"a check of {name.group(1)}(…)"
+    return f"A hidden check failed: {summary}. {hint}".strip()
+
+
+def run_test(replay: Replay, cell: Cell) -> CellResult:
+    result = CellResult(cell.grade_id, "test", 0.0, cell.points, False)
+    captured = CappedText()
+    try:
+        replay.start_cell()
+        replay.bind_graded_names()
+        for hidden, code in cell.chunks():
+            try:
+                with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+                    replay.run_trusted(code, cell.grade_id)
+            except SandboxDied:
+                raise
+            except Exception as err:  # noqa: BLE001 - a failed check, whatever its type
+                result.message = f"{type(err).__name__}: {err}".strip()
+                if isinstance(err, AssertionError) and str(err):
+                    result.message = str(err)
+                result.learner_message = (redact(str(err), err) if hidden else result.message)
+                result.output = captured.take()
+                return result
+    except SandboxDied as err:
+        result.message = result.learner_message = f"Not run: the notebook's process {err}."
+        return result
+    result.points, result.passed = cell.points, True
+    result.output = captured.take()
+    return result
+
+
+def verify(assignment: Assignment, submission: Submission, workdir: Path, limit: limits.Limits,
+           timeout_s: float, cell_timeout_s: float, files: list[Path]) -> Verification:
+    """Replay the notebook with the learner's answers; the trusted score of each cell."""
+    outcome = Verification()
+    replay = Replay(assignment, workdir, limit, timeout_s, cell_timeout_s, files)
+    try:
+        for cell in assignment.cells:
+            if cell.kind == "setup":
+                _setup(replay, cell, outcome)
+            elif cell.kind in ("answer", "manual") and cell.cell_type == "code":
+                _answer(replay, cell, submission, outcome)
+            elif cell.kind == "test":
+                outcome.cells.append(run_test(replay, cell))
+            elif cell.kind == "manual":
+                outcome.cells.append(CellResult(cell.grade_id, "manual", 0.0, cell.points))
+    finally:
+        replay.sandbox.close()
+    return outcome
+
+
+def _setup(replay: Replay, cell: Cell, outcome: Verification) -> None:
+    replay.start_cell()
+    with contextlib.suppress(SandboxDied, TimeLimitExceeded):
+        replay.run_in_sandbox(cell.source)
+    try:
+        with contextlib.redirect_stdout(CappedText()):
+            replay.start_cell()
+            replay.bind_graded_names()
+            replay.run_trusted(cell.source, cell.grade_id)
+    except SandboxDied:
+        pass
+    except Exception as err:  # noqa: BLE001 - reported; the tests that need it will fail
+        outcome.problems.append(f"set-up cell '{cell.grade_id}' failed in the grader: "
+                                f"{type(err).__name__}: {err}")
+
+
+def _answer(replay: Replay, cell: Cell, submission: Submission, outcome: Verification) -> None:
+    result = CellResult(cell.grade_id, cell.kind, 0.0, cell.points)
+    messages, outputs = [], []
+    for source in submission.answers.get(cell.grade_id, []):
+        replay.start_cell()
+        try:
+            ok, error, output = replay.run_in_sandbox(source)
+        except TimeLimitExceeded as err:
+            ok, error, output = False, f"TimeLimitExceeded: the cell {err}", ""
+        except SandboxDied as err:
+            messages.append(f"The notebook's process {err} while running this cell.")
+            outcome.problems.append(f"the notebook's process {err} in cell '{cell.grade_id}'")
+            break
+        outputs.append(output)
+        if not ok:
+            messages.append(error)
+    result.message = result.learner_message = "\n".join(m for m in messages if m)
+    result.output = "\n".join(o for o in outputs if o)
+    outcome.cells.append(result)

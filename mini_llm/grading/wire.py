@@ -1,0 +1,173 @@
+"""Plain data across the boundary between the trusted grader and the student's process.
+
+Only data crosses: JSON for numbers, strings, lists and dicts, and NumPy arrays as ``.npy``
+bytes read back with ``allow_pickle=False``. Nothing is unpickled and no object of the other
+side is ever called, so a submission can hand back wrong answers but never code. Values that
+are not plain data stay in the student's process and cross as a numbered handle.
+
+Both sides use this module; the trusted side decodes with ``decode(..., trusted=True)``, which
+also rebuilds random generators and torch tensors only from validated plain fields.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import select
+import struct
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+MAX_MESSAGE_BYTES = 256 * 2**20  # a larger reply is refused, not read
+_HEADER = struct.Struct("!Q")
+_BIT_GENERATORS = {"PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"}
+
+
+class WireError(Exception):
+    """The other side sent something that is not a well-formed message."""
+
+
+def send(fd: int, message: dict) -> None:
+    data = json.dumps(message, allow_nan=True).encode()
+    payload = _HEADER.pack(len(data)) + data
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def read_exact(fd: int, size: int, deadline: float | None = None) -> bytes:
+    """``size`` bytes from ``fd``; ``TimeoutError`` if they have not all come by ``deadline``."""
+    chunks, left = [], size
+    while left:
+        if deadline is not None:
+            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                raise TimeoutError("no reply in time")
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the channel")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def receive(fd: int, deadline: float | None = None) -> dict:
+    (size,) = _HEADER.unpack(read_exact(fd, _HEADER.size, deadline))
+    if size > MAX_MESSAGE_BYTES:
+        raise WireError(f"a message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
+    try:
+        message = json.loads(read_exact(fd, size, deadline))
+    except (ValueError, RecursionError) as err:
+        raise WireError(f"not a JSON message: {err}") from err
+    if not isinstance(message, dict):
+        raise WireError("a message must be a JSON object")
+    return message
+
+
+# ------------------------------------------------------------------------------- encoding
+def _array_bytes(array: np.ndarray) -> str:
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def encode(value: Any, ref: Callable[[Any], dict] | None = None, depth: int = 0) -> Any:
+    """A JSON-able form of ``value``; objects that are not data go through ``ref`` (a handle)."""
+    if depth > 50:
+        raise TypeError("the value is nested too deeply to send")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if type(value) in (int, float):
+        return value
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        return {"$nd": _array_bytes(value)}
+    if isinstance(value, np.generic) and not isinstance(value, np.object_):
+        return {"$np": _array_bytes(np.asarray(value))}
+    if isinstance(value, np.random.Generator):
+        return {"$rng": value.bit_generator.state}
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return {"$torch": _array_bytes(value.detach().cpu().numpy()),
+                "grad": bool(value.requires_grad)}
+    if type(value) is list:
+        return [encode(v, ref, depth + 1) for v in value]
+    if isinstance(value, tuple):  # named tuples arrive as plain tuples
+        return {"$tuple": [encode(v, ref, depth + 1) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        return {"$set": [encode(v, ref, depth + 1) for v in value]}
+    if type(value) is dict:
+        return {"$dict": [[encode(k, ref, depth + 1), encode(v, ref, depth + 1)]
+                          for k, v in value.items()]}
+    return _as_ref(value, ref)
+
+
+def _as_ref(value: Any, ref: Callable[[Any], dict] | None) -> dict:
+    if ref is None:
+        raise TypeError(f"a {type(value).__name__} cannot be sent to the student's code")
+    return ref(value)
+
+
+# ------------------------------------------------------------------------------- decoding
+def _load_array(text: Any) -> np.ndarray:
+    if not isinstance(text, str):
+        raise WireError("an array must be base64 text")
+    try:
+        return np.load(io.BytesIO(base64.b64decode(text, validate=True)), allow_pickle=False)
+    except ValueError as err:
+        raise WireError(f"not a plain .npy array: {err}") from err
+
+
+def _generator(state: Any) -> np.random.Generator:
+    if not isinstance(state, dict) or state.get("bit_generator") not in _BIT_GENERATORS:
+        raise WireError("not the state of a NumPy bit generator")
+    bit_generator = getattr(np.random, state["bit_generator"])()
+    try:
+        bit_generator.state = state
+    except (TypeError, ValueError, KeyError, OverflowError) as err:
+        raise WireError(f"bad random generator state: {err}") from err
+    return np.random.Generator(bit_generator)
+
+
+def decode(value: Any, resolve: Callable[[dict], Any] | None = None, depth: int = 0) -> Any:
+    """The value ``encode`` wrote; handles (``{"$ref": ...}``) are given to ``resolve``."""
+    if depth > 60:
+        raise WireError("the value is nested too deeply")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [decode(v, resolve, depth + 1) for v in value]
+    if not isinstance(value, dict) or len(value) not in (1, 2):
+        raise WireError("unknown value on the wire")
+    if "$nd" in value:
+        return _load_array(value["$nd"])
+    if "$np" in value:
+        return _load_array(value["$np"])[()]
+    if "$rng" in value:
+        return _generator(value["$rng"])
+    if "$torch" in value:
+        import torch
+
+        return torch.from_numpy(_load_array(value["$torch"]).copy()).requires_grad_(
+            bool(value.get("grad")))
+    if "$tuple" in value:
+        return tuple(decode(value["$tuple"], resolve, depth + 1))
+    if "$set" in value:
+        return set(decode(value["$set"], resolve, depth + 1))
+    if "$dict" in value:
+        pairs = value["$dict"]
+        if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2
+                                                  for p in pairs):
+            raise WireError("a dict must be a list of pairs")
+        try:
+            return {decode(k, resolve, depth + 1): decode(v, resolve, depth + 1) for k, v in pairs}
+        except TypeError as err:  # an unhashable key
+            raise WireError(f"bad dict key: {err}") from err
+    if resolve is not None and ("$ref" in value or "$name" in value):
+        return resolve(value)
+    raise WireError(f"unknown value on the wire: {sorted(value)[:3]}")
