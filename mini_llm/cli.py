@@ -25,6 +25,7 @@ from mini_llm.corpus import CorpusError, load_text
 from mini_llm.data import RandomBatches, load_meta, load_split, prepare
 from mini_llm.device import pick_device
 from mini_llm.gpt import GPT, GPTConfig
+from mini_llm.grading import cli as grading_cli
 from mini_llm.tokenizer import tokenizer_from_dict
 from mini_llm.train import TrainingDivergedError, make_optimizer, train
 
@@ -174,6 +175,7 @@ COMMANDS: dict[str, Command] = {
     "train": Command("train a GPT from a named config", add_train_arguments, run_train),
     "sample": Command("generate text from a checkpoint", add_sample_arguments, run_sample),
     "bench": Command("time training steps and generation", add_bench_arguments, run_bench),
+    "grade": Command(grading_cli.HELP, grading_cli.add_arguments, grading_cli.run),
 }
 
 

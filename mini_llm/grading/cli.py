@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from mini_llm.grading.nbglue import GradingError
 from mini_llm.grading.runner import Options, StudentReport, grade
 
 HELP = "autograde every submission of an assignment (nbgrader, with limits and trusted checks)"
@@ -59,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         run(args)
-    except (GradingError, ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError) as err:  # GradingError is a ValueError
         print(f"mini-llm grade: error: {err}", file=sys.stderr)
         return 2
     return 0

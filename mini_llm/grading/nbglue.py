@@ -35,7 +35,7 @@ from mini_llm.grading.verify import Verification
 KERNEL_NAME = "mini-llm-grading"
 
 
-class GradingError(Exception):
+class GradingError(ValueError):
     """A problem the instructor can fix (missing folders, a failing nbgrader step)."""
 
 
