@@ -35,6 +35,8 @@ from _exercise_helpers import (
 )
 from nbgrader.api import Gradebook
 
+pytestmark = pytest.mark.slow  # real nbgrader runs, a few seconds each
+
 ASSIGNMENT = "ch01_bigrams"
 HALF_SOLVED = ["count_bigrams", "bigram_probabilities"]
 

@@ -33,6 +33,8 @@ from _exercise_helpers import (
     read,
 )
 
+pytestmark = pytest.mark.slow  # real nbgrader runs, a few seconds each
+
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> Path:
