@@ -31,15 +31,16 @@ SOLUTION_NB = read(notebook_path(SOLUTIONS, ASSIGNMENT))
 PARTS = graded_parts(SOLUTION_NB)
 
 
-def _load_bugs() -> dict:
+def _load_module():
     spec = importlib.util.spec_from_file_location(
         "buggy_ch01_bigrams", REPO / "tests" / "buggy" / "ch01_bigrams.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.BUGS
+    return module
 
 
-BUGS = _load_bugs()
+_BUGGY = _load_module()
+BUGS = _BUGGY.BUGS
 CASES = [(part, bug_id) for part in PARTS for bug_id in BUGS.get(part, {})]
 
 
@@ -155,3 +156,20 @@ def test_every_check_in_the_test_cells_gives_a_hint(part):
     unhinted = [ast.get_source_segment(source, c).splitlines()[0] for c in calls
                 if not any(k.arg == "hint" for k in c.keywords)]
     assert not unhinted, f"{part}: checks without a hint: {unhinted}"
+
+
+ALTERNATIVES = [(part, alt_id, fn) for part in PARTS
+                for alt_id, fn in _BUGGY.ALTERNATIVES.get(part, {}).items()]
+
+
+@pytest.mark.parametrize(("part", "alt_id", "implementation"), ALTERNATIVES,
+                         ids=[f"{p}-{a}" for p, a, _ in ALTERNATIVES])
+def test_correct_implementations_written_differently_pass(part, alt_id, implementation):
+    """Loops, plain lists, log space, an inverse-CDF sampler: any correct answer gets the points."""
+    visible, hidden = _tests(part)
+    assert _failure(visible, part, implementation) is None
+    assert _failure(hidden, part, implementation) is None
+
+
+def test_every_part_has_a_correct_alternative():
+    assert {part for part, _, _ in ALTERNATIVES} == set(PARTS)

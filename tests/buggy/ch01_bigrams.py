@@ -3,7 +3,9 @@
 Each function carries the name of the exercise function it answers (``__name__``), as a
 learner's own function would, and is registered in ``BUGS[name]`` with a one-line description.
 ``tests/test_buggy_implementations.py`` checks that the notebook's hidden tests fail every one of
-them with a teaching message, while the reference implementation passes.
+them with a teaching message, while the reference implementation passes. ``ALTERNATIVES`` (at
+the end) holds correct answers written differently from the reference (plain loops, log space,
+an inverse-CDF sampler), which the hidden tests must accept.
 """
 
 from __future__ import annotations
@@ -357,3 +359,84 @@ def _(sequences, transition_probs):
         n += a.size
     with np.errstate(invalid="ignore", divide="ignore"):
         return float(np.float64(total) / n)
+
+
+# ------------------------------------------------------- correct, but not like the reference
+# Plain-Python versions a learner may well write: the hidden tests must accept them too.
+
+ALTERNATIVES: dict[str, dict[str, Callable]] = {}
+"""exercise function name -> {id -> a correct implementation written differently}"""
+
+
+def correct(name: str, alt_id: str) -> Callable[[Callable], Callable]:
+    def register(fn: Callable) -> Callable:
+        fn.__name__ = fn.__qualname__ = name
+        ALTERNATIVES.setdefault(name, {})[alt_id] = fn
+        return fn
+
+    return register
+
+
+@correct("count_bigrams", "nested_lists")
+def _(sequences, vocab_size):
+    counts = [[0] * vocab_size for _ in range(vocab_size)]
+    for sequence in sequences:
+        for token in sequence:
+            if not 0 <= token < vocab_size:
+                raise ValueError(f"token id {token} is not in 0..{vocab_size - 1}")
+        for a, b in itertools.pairwise(sequence):
+            counts[a][b] += 1
+    return np.array(counts)
+
+
+@correct("bigram_probabilities", "row_loop")
+def _(counts):
+    counts = np.array(counts, dtype=float)
+    if counts.ndim != 2 or counts.shape[0] != counts.shape[1]:
+        raise ValueError("counts must be square")
+    if (counts < 0).any():
+        raise ValueError("negative count")
+    probs = np.empty_like(counts)
+    for a, row in enumerate(counts):
+        total = row.sum()
+        probs[a] = row / total if total else 1 / len(row)
+    return probs
+
+
+@correct("sequence_probability", "log_space")
+def _(ids, transition_probs, start_probs=None):
+    ids = list(ids)
+    vocab_size = len(transition_probs)
+    if not ids or any(not 0 <= i < vocab_size for i in ids):
+        raise ValueError("need at least one token, each in the vocabulary")
+    factors = [transition_probs[a][b] for a, b in itertools.pairwise(ids)]
+    if start_probs is not None:
+        factors.insert(0, start_probs[ids[0]])
+    if any(f == 0 for f in factors):
+        return 0.0
+    return math.exp(sum(math.log(f) for f in factors))
+
+
+@correct("sample_sequence", "inverse_cdf")
+def _(transition_probs, generator, start_id, end_id, max_length=100):
+    out, current = [], start_id
+    while len(out) < max_length:
+        cdf = np.cumsum(transition_probs[current])
+        current = int(min(np.searchsorted(cdf, generator.random(), side="right"), len(cdf) - 1))
+        if current == end_id:
+            break
+        out.append(current)
+    return out
+
+
+@correct("average_nll", "python_loop")
+def _(sequences, transition_probs):
+    total, n = 0.0, 0
+    for sequence in sequences:
+        for a, b in itertools.pairwise(sequence):
+            p = transition_probs[a][b]
+            total += math.inf if p == 0 else -math.log(p)
+            n += 1
+    if n == 0:
+        raise ValueError("no bigram to score")
+    return total / n
