@@ -226,8 +226,10 @@ def check_page(visit: Visit, docname: str, *, expect_figures: bool):
 
 
 def test_index_redirects_to_intro_and_renders(server, visit):
-    visit.open(server / "index.html")
-    assert visit.page.url.endswith("/intro.html"), visit.page.url
+    # index.html is a meta-refresh redirect: wait for the browser to land on the intro.
+    visit.page.goto(server / "index.html", wait_until="commit")
+    visit.page.wait_for_url("**/intro.html", wait_until="load", timeout=15_000)
+    visit.settle()
     check_page(visit, "intro", expect_figures=False)
     assert visit.page.locator("article table tbody tr").count() == 12
     visit.screenshot("intro")
@@ -261,4 +263,14 @@ def test_other_pages_load_cleanly(server, visit, docname):
         assert visit.page.evaluate("document.querySelectorAll('mjx-merror').length") == 0
         assert visit.page.locator("article h1").first.inner_text().strip()
     visit.screenshot(docname)
+    visit.assert_clean()
+
+
+def test_search_works_offline(server, visit):
+    """The book's search runs in the page from its own index: a chapter word finds chapter 1."""
+    visit.open(server / "search.html?q=bigram")
+    results = visit.page.locator("#search-results ul.search li a")
+    results.first.wait_for(timeout=15_000)
+    hrefs = [results.nth(i).get_attribute("href") for i in range(results.count())]
+    assert any(h.split("?")[0].split("#")[0] == f"{FIRST_CHAPTER}.html" for h in hrefs), hrefs
     visit.assert_clean()
