@@ -146,18 +146,23 @@ def _plain(value: Any) -> Any:
 def _compare_items(got: Any, expected: Sequence, call: str, hint: str) -> None:
     """Exact comparison of a ragged list (for example a list of samples of different lengths)."""
     if not isinstance(got, (list, tuple, np.ndarray)):
-        _fail(call, f"should be a list of {len(expected)} items.", show(expected), show(got),
-              hint)
+        _fail(call, f"should be a list of {len(expected)} items.", show(expected), show(got), hint)
     if len(got) != len(expected):
-        _fail(call, "has the wrong number of items.", f"{len(expected)} items",
-              f"{len(got)} items: {show(got)}", hint)
+        _fail(
+            call,
+            "has the wrong number of items.",
+            f"{len(expected)} items",
+            f"{len(got)} items: {show(got)}",
+            hint,
+        )
     for i, (g, e) in enumerate(zip(got, expected)):
         if _plain(g) != _plain(e):
             _fail(call, f"is wrong at item [{i}].", show(e), show(g), hint)
 
 
-def _compare(got: Any, expected: Any, call: str, hint: str, close: bool, rtol: float,
-             atol: float) -> None:
+def _compare(
+    got: Any, expected: Any, call: str, hint: str, close: bool, rtol: float, atol: float
+) -> None:
     expected_array = _as_array(expected)
     got_array = _as_array(got)
     if expected_array is None and isinstance(expected, (list, tuple)):
@@ -183,8 +188,13 @@ def _compare(got: Any, expected: Any, call: str, hint: str, close: bool, rtol: f
         kind = f"an array of shape {expected_array.shape}"
         _fail(call, f"should be {kind}.", show(expected), show(got), hint)
     if got_array.shape != expected_array.shape:
-        _fail(call, "has the wrong shape.", f"{show(expected_array)}, shape {expected_array.shape}",
-              f"{show(got_array)}, shape {got_array.shape}", hint)
+        _fail(
+            call,
+            "has the wrong shape.",
+            f"{show(expected_array)}, shape {expected_array.shape}",
+            f"{show(got_array)}, shape {got_array.shape}",
+            hint,
+        )
     if close:
         try:
             g = got_array.astype(np.float64)
@@ -196,9 +206,13 @@ def _compare(got: Any, expected: Any, call: str, hint: str, close: bool, rtol: f
         mismatch = got_array != expected_array
     if mismatch.any():
         small = expected_array.size <= 36
-        _fail(call, "is wrong: " + _differences(got_array, expected_array, mismatch) + ".",
-              show(expected_array) if small else None, show(got_array) if small else None,
-              hint)
+        _fail(
+            call,
+            "is wrong: " + _differences(got_array, expected_array, mismatch) + ".",
+            show(expected_array) if small else None,
+            show(got_array) if small else None,
+            hint,
+        )
 
 
 def expect_equal(got: Any, expected: Any, call: str, hint: str = "") -> None:
@@ -206,8 +220,9 @@ def expect_equal(got: Any, expected: Any, call: str, hint: str = "") -> None:
     _compare(got, expected, call, hint, close=False, rtol=0.0, atol=0.0)
 
 
-def expect_close(got: Any, expected: Any, call: str, hint: str = "", rtol: float = 1e-7,
-                 atol: float = 1e-12) -> None:
+def expect_close(
+    got: Any, expected: Any, call: str, hint: str = "", rtol: float = 1e-7, atol: float = 1e-12
+) -> None:
     """``got`` must equal ``expected`` up to rounding; ``inf`` matches ``inf``, ``nan`` ``nan``."""
     _compare(got, expected, call, hint, close=True, rtol=rtol, atol=atol)
 
@@ -216,8 +231,13 @@ def expect_shape(got: Any, shape: Sequence[int], call: str, hint: str = "") -> N
     """``got`` must be a NumPy array of shape ``shape``."""
     shape = tuple(shape)
     if not isinstance(got, np.ndarray):
-        _fail(call, "should return a NumPy array.", f"an array of shape {shape}",
-              f"{type(got).__name__} {show(got)}", hint)
+        _fail(
+            call,
+            "should return a NumPy array.",
+            f"an array of shape {shape}",
+            f"{type(got).__name__} {show(got)}",
+            hint,
+        )
     if got.shape != shape:
         _fail(call, "has the wrong shape.", f"shape {shape}", f"shape {got.shape}", hint)
 
@@ -225,10 +245,10 @@ def expect_shape(got: Any, shape: Sequence[int], call: str, hint: str = "") -> N
 def expect_type(got: Any, types: type | tuple[type, ...], call: str, hint: str = "") -> None:
     """``got`` must be an instance of ``types``."""
     if not isinstance(got, types):
-        names = (" or ".join(t.__name__ for t in types) if isinstance(types, tuple)
-                 else types.__name__)
-        _fail(call, f"should return a {names}.", names, f"{type(got).__name__} {show(got)}",
-              hint)
+        names = (
+            " or ".join(t.__name__ for t in types) if isinstance(types, tuple) else types.__name__
+        )
+        _fail(call, f"should return a {names}.", names, f"{type(got).__name__} {show(got)}", hint)
 
 
 def expect_true(condition: Any, call: str, expected: str, got: str, hint: str = "") -> None:
@@ -237,12 +257,18 @@ def expect_true(condition: Any, call: str, expected: str, got: str, hint: str = 
         _fail(call, "is wrong.", expected, got, hint)
 
 
-def expect_raises(errors: type[BaseException] | tuple[type[BaseException], ...], fn: Callable,
-                  *args: Any, hint: str = "", **kwargs: Any) -> None:
+def expect_raises(
+    errors: type[BaseException] | tuple[type[BaseException], ...],
+    fn: Callable,
+    *args: Any,
+    hint: str = "",
+    **kwargs: Any,
+) -> None:
     """``fn(*args, **kwargs)`` must raise one of ``errors``."""
     call = describe_call(fn, *args, **kwargs)
-    names = (" or ".join(e.__name__ for e in errors) if isinstance(errors, tuple)
-             else errors.__name__)
+    names = (
+        " or ".join(e.__name__ for e in errors) if isinstance(errors, tuple) else errors.__name__
+    )
     try:
         result = fn(*args, **kwargs)
     except errors:
@@ -253,7 +279,11 @@ def expect_raises(errors: type[BaseException] | tuple[type[BaseException], ...],
             "  Hint: replace `raise NotImplementedError()` with your code."
         ) from err
     except Exception as err:  # noqa: BLE001
-        _fail(call, "raised the wrong kind of error.", names,
-              f"{type(err).__name__}: {err}", hint)
-    _fail(call, "should refuse this input with an error.", f"{names} raised",
-          f"no error; it returned {show(result)}", hint)
+        _fail(call, "raised the wrong kind of error.", names, f"{type(err).__name__}: {err}", hint)
+    _fail(
+        call,
+        "should refuse this input with an error.",
+        f"{names} raised",
+        f"no error; it returned {show(result)}",
+        hint,
+    )

@@ -31,7 +31,12 @@ def nbgrader(course: Path, *args: str, timeout: float = 300) -> subprocess.Compl
     """
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     result = subprocess.run(
-        [str(BIN / "nbgrader"), *args], check=False, cwd=course, env=env, capture_output=True, text=True,
+        [str(BIN / "nbgrader"), *args],
+        check=False,
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=timeout,
     )
     assert result.returncode == 0, (
@@ -101,5 +106,6 @@ def split_test_cell(source: str) -> tuple[str, str]:
 
 def reference_answer(source: str) -> str:
     """A solution cell's code as a learner would have it: the solution markers removed."""
-    return "\n".join(line for line in source.splitlines()
-                     if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION))
+    return "\n".join(
+        line for line in source.splitlines() if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION)
+    )

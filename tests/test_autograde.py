@@ -58,7 +58,8 @@ def graded(tmp_path_factory) -> Path:
     halfway = read(notebook_path(course / "exercises", ASSIGNMENT))
     for part in HALF_SOLVED:
         cell_by_grade_id(halfway, f"{part}_impl").source = reference_answer(
-            cell_by_grade_id(source, f"{part}_impl").source)
+            cell_by_grade_id(source, f"{part}_impl").source
+        )
     _hand_in(course, "solver", source)
     _hand_in(course, "blank", release)
     _hand_in(course, "halfway", halfway)
@@ -99,7 +100,9 @@ def test_gradebook_knows_every_graded_cell(graded):
     with Gradebook(f"sqlite:///{graded / 'gradebook.db'}") as gb:
         notebook = gb.find_notebook(ASSIGNMENT, ASSIGNMENT)
         assert {c.name: c.max_score for c in notebook.grade_cells} == {
-            **autograded_tests(source), **manual_answers(source)}
+            **autograded_tests(source),
+            **manual_answers(source),
+        }
 
 
 def test_solution_scores_full_marks(graded):
@@ -109,7 +112,8 @@ def test_solution_scores_full_marks(graded):
         submission = gb.find_submission(ASSIGNMENT, "solver")
         assert submission.score == sum(expected.values())
         assert submission.max_score == sum(expected.values()) + sum(
-            manual_answers(_solution()).values())
+            manual_answers(_solution()).values()
+        )
         # the written answer waits for a person
         assert submission.needs_manual_grade
 
@@ -122,8 +126,9 @@ def test_untouched_release_scores_zero_everywhere(graded):
 
 def test_half_solved_scores_exactly_its_parts(graded):
     points = autograded_tests(_solution())
-    expected = {gid: (p if gid.removesuffix("_tests") in HALF_SOLVED else 0.0)
-                for gid, p in points.items()}
+    expected = {
+        gid: (p if gid.removesuffix("_tests") in HALF_SOLVED else 0.0) for gid, p in points.items()
+    }
     assert _auto_scores(graded, "halfway") == expected
     assert 0 < sum(expected.values()) < sum(points.values())
 
@@ -135,8 +140,9 @@ def test_feedback_html_is_generated(graded):
         text = html.read_text(encoding="utf-8")
         assert "count_bigrams" in text and "Score" in text
     # the blank notebook's feedback tells the learner what to do
-    assert "not written yet" in (graded / "feedback" / "blank" / ASSIGNMENT /
-                                 f"{ASSIGNMENT}.html").read_text(encoding="utf-8")
+    assert "not written yet" in (
+        graded / "feedback" / "blank" / ASSIGNMENT / f"{ASSIGNMENT}.html"
+    ).read_text(encoding="utf-8")
 
 
 def test_csv_export_has_the_scores(graded):

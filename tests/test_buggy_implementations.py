@@ -33,7 +33,8 @@ PARTS = graded_parts(SOLUTION_NB)
 
 def _load_module():
     spec = importlib.util.spec_from_file_location(
-        "buggy_ch01_bigrams", REPO / "tests" / "buggy" / "ch01_bigrams.py")
+        "buggy_ch01_bigrams", REPO / "tests" / "buggy" / "ch01_bigrams.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -65,11 +66,18 @@ def _failure(code: str, part: str, implementation) -> str | None:
 
 
 def test_every_graded_part_has_at_least_two_known_bugs():
-    assert PARTS == ["count_bigrams", "bigram_probabilities", "sequence_probability",
-                     "sample_sequence", "average_nll"]
+    assert PARTS == [
+        "count_bigrams",
+        "bigram_probabilities",
+        "sequence_probability",
+        "sample_sequence",
+        "average_nll",
+    ]
     for part in PARTS:
         assert len(BUGS.get(part, {})) >= 2, f"{part}: need at least two buggy implementations"
-    assert set(BUGS) <= set(PARTS), f"bugs for functions that are not graded: {set(BUGS) - set(PARTS)}"
+    assert set(BUGS) <= set(PARTS), (
+        f"bugs for functions that are not graded: {set(BUGS) - set(PARTS)}"
+    )
 
 
 def _parameters(fn) -> list[tuple]:
@@ -101,7 +109,9 @@ def test_notebook_solution_passes_hidden_tests(part):
 def test_hidden_tests_fail_the_buggy_implementation(part, bug_id):
     buggy = BUGS[part][bug_id]
     message = _failure(_tests(part)[1], part, buggy)
-    assert message is not None, f"the hidden tests of {part} accept the bug {bug_id!r}: {buggy.__doc__}"
+    assert message is not None, (
+        f"the hidden tests of {part} accept the bug {bug_id!r}: {buggy.__doc__}"
+    )
     # A teaching message: which call, what was expected, what came back, and why.
     assert message.startswith(part) or f"{part}(" in message.splitlines()[0], message
     for label in ("expected:", "got:", "Hint:"):
@@ -113,13 +123,16 @@ def test_hidden_tests_catch_bugs_that_the_visible_tests_miss():
     the visible tests and is caught only by the hidden ones."""
     for part in PARTS:
         visible, _ = _tests(part)
-        slipped = [bug_id for bug_id, fn in BUGS[part].items() if _failure(visible, part, fn) is None]
+        slipped = [
+            bug_id for bug_id, fn in BUGS[part].items() if _failure(visible, part, fn) is None
+        ]
         assert slipped, f"{part}: every known bug is already caught by the visible tests"
 
 
 def test_message_for_a_dropped_last_pair_shows_expected_and_got():
-    message = _failure(_tests("count_bigrams")[0], "count_bigrams",
-                       BUGS["count_bigrams"]["drops_last_pair"])
+    message = _failure(
+        _tests("count_bigrams")[0], "count_bigrams", BUGS["count_bigrams"]["drops_last_pair"]
+    )
     assert message.splitlines() == [
         "count_bigrams([[0, 1, 1]], vocab_size=3)[1, 1] is wrong.",
         "  expected: 1",
@@ -129,8 +142,11 @@ def test_message_for_a_dropped_last_pair_shows_expected_and_got():
 
 
 def test_message_for_nan_rows_names_the_input_and_the_fix():
-    message = _failure(_tests("bigram_probabilities")[1], "bigram_probabilities",
-                       BUGS["bigram_probabilities"]["nan_on_empty_rows"])
+    message = _failure(
+        _tests("bigram_probabilities")[1],
+        "bigram_probabilities",
+        BUGS["bigram_probabilities"]["nan_on_empty_rows"],
+    )
     first = message.splitlines()[0]
     assert first.startswith("bigram_probabilities([[0, 0, 0],"), message
     assert "nan" in message and "1 / V" in message
@@ -150,20 +166,30 @@ def test_every_check_in_the_test_cells_gives_a_hint(part):
     import ast
 
     source = cell_by_grade_id(SOLUTION_NB, f"{part}_tests").source
-    calls = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
-             and isinstance(node.func, ast.Name) and node.func.id.startswith("expect_")]
+    calls = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id.startswith("expect_")
+    ]
     assert calls, f"{part}: no checks found"
-    unhinted = [ast.get_source_segment(source, c).splitlines()[0] for c in calls
-                if not any(k.arg == "hint" for k in c.keywords)]
+    unhinted = [
+        ast.get_source_segment(source, c).splitlines()[0]
+        for c in calls
+        if not any(k.arg == "hint" for k in c.keywords)
+    ]
     assert not unhinted, f"{part}: checks without a hint: {unhinted}"
 
 
-ALTERNATIVES = [(part, alt_id, fn) for part in PARTS
-                for alt_id, fn in _BUGGY.ALTERNATIVES.get(part, {}).items()]
+ALTERNATIVES = [
+    (part, alt_id, fn) for part in PARTS for alt_id, fn in _BUGGY.ALTERNATIVES.get(part, {}).items()
+]
 
 
-@pytest.mark.parametrize(("part", "alt_id", "implementation"), ALTERNATIVES,
-                         ids=[f"{p}-{a}" for p, a, _ in ALTERNATIVES])
+@pytest.mark.parametrize(
+    ("part", "alt_id", "implementation"), ALTERNATIVES, ids=[f"{p}-{a}" for p, a, _ in ALTERNATIVES]
+)
 def test_correct_implementations_written_differently_pass(part, alt_id, implementation):
     """Loops, plain lists, log space, an inverse-CDF sampler: any correct answer gets the points."""
     visible, hidden = _tests(part)

@@ -38,8 +38,13 @@ def test_expect_equal_passes_on_equal_values():
 
 
 def test_expect_equal_message_has_call_expected_got_hint_and_where():
-    message = _message(expect_equal, np.array([[0, 1], [0, 0]]), [[0, 1], [0, 1]], "f(x)",
-                       hint="count the last pair")
+    message = _message(
+        expect_equal,
+        np.array([[0, 1], [0, 0]]),
+        [[0, 1], [0, 1]],
+        "f(x)",
+        hint="count the last pair",
+    )
     assert message.splitlines() == [
         "f(x) is wrong: 1 of 4 entries differ; [1, 1]: expected 1, got 0.",
         "  expected: [[0, 1], [0, 1]]",

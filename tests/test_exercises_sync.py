@@ -46,8 +46,11 @@ def generated(tmp_path_factory) -> Path:
 
 
 def _files(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
-                  if p.is_file() and ".ipynb_checkpoints" not in p.parts)
+    return sorted(
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if p.is_file() and ".ipynb_checkpoints" not in p.parts
+    )
 
 
 def test_there_are_assignments():
@@ -58,7 +61,8 @@ def test_there_are_assignments():
 def test_committed_release_equals_generated(generated, assignment):
     committed_dir, generated_dir = EXERCISES / assignment, generated / assignment
     assert _files(committed_dir) == _files(generated_dir), (
-        "exercises/ has different files from what nbgrader generates; run `make exercises`")
+        "exercises/ has different files from what nbgrader generates; run `make exercises`"
+    )
     for name in _files(generated_dir):
         committed, fresh = committed_dir / name, generated_dir / name
         if name.endswith(".ipynb"):
@@ -81,4 +85,5 @@ def test_release_has_no_solutions_or_hidden_tests(assignment):
     answers = [c for c in release.cells if grader_meta(c).get("solution")]
     assert answers and all(
         "raise NotImplementedError()" in c.source or c.source.strip() == "YOUR ANSWER HERE"
-        for c in answers)
+        for c in answers
+    )

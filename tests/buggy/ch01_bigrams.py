@@ -54,8 +54,7 @@ def _(sequences, vocab_size):
 
 @bug("count_bigrams", "across_sequences", "concatenates the sequences, counting boundary pairs")
 def _(sequences, vocab_size):
-    ids = _checked(np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]),
-                   vocab_size)
+    ids = _checked(np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]), vocab_size)
     counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
     np.add.at(counts, (ids[:-1], ids[1:]), 1)
     return counts
@@ -70,7 +69,9 @@ def _(sequences, vocab_size):
     return counts
 
 
-@bug("count_bigrams", "fancy_index_increment", "counts[a, b] += 1 on index arrays: repeats add once")
+@bug(
+    "count_bigrams", "fancy_index_increment", "counts[a, b] += 1 on index arrays: repeats add once"
+)
 def _(sequences, vocab_size):
     counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
     for sequence in sequences:
@@ -294,7 +295,9 @@ def _(sequences, transition_probs):
 
 @bug("average_nll", "sum_not_mean", "returns the total NLL instead of the mean")
 def _(sequences, transition_probs):
-    logs = np.concatenate([np.log(transition_probs[a, b]) for a, b in _pairs_per_sequence(sequences)])
+    logs = np.concatenate(
+        [np.log(transition_probs[a, b]) for a, b in _pairs_per_sequence(sequences)]
+    )
     if logs.size == 0:
         raise ValueError("no bigram")
     return float(-logs.sum())
