@@ -322,3 +322,40 @@ def test_cell_error_fails_the_build(tmp_path):
     bad = run_jupyter_book(book, timeout=300)
     assert bad.returncode != 0, f"a cell raised but the build exited 0:\n{bad.stdout[-4000:]}"
     assert "deliberate failure" in bad.stdout
+
+
+PACKAGE_PAGE = """---
+jupytext:
+  text_representation:
+    format_name: myst
+kernelspec: {name: python3, display_name: Python 3, language: python}
+---
+
+# A page that shows a value from the package
+
+```{code-cell} ipython3
+import importlib.util
+spec = importlib.util.spec_from_file_location("value", "../mini_llm/value.py")
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(f"package value = {module.VALUE}")
+```
+"""
+
+
+def test_package_change_re_executes_unchanged_chapters(tmp_path):
+    """A page whose own code did not change still shows what the *current* package computes."""
+    book = tmp_path / "book"
+    book.mkdir()
+    shutil.copy(BOOK_DIR / "_config.yml", book / "_config.yml")
+    shutil.copytree(BOOK_DIR / "_ext", book / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
+    (book / "_toc.yml").write_text("format: jb-book\nroot: page\n")
+    (book / "page.md").write_text(PACKAGE_PAGE)
+    (tmp_path / "mini_llm").mkdir()
+    html = book / "_build" / "html" / "page.html"
+
+    for value in ("first", "second"):
+        (tmp_path / "mini_llm" / "value.py").write_text(f"VALUE = {value!r}\n")
+        build = run_jupyter_book(book, timeout=300)
+        assert build.returncode == 0, build.stdout[-4000:]
+        assert f"package value = {value}" in html.read_text()
