@@ -52,3 +52,16 @@ def generation_tokens_per_s(model, prompt: torch.Tensor, new_tokens: int, use_ca
         _sync(prompt.device)
         rates.append(new_tokens * prompt.size(0) / (time.perf_counter() - start))
     return statistics.median(rates)
+
+
+def flops_per_token(config) -> float:
+    """Training FLOPs per token (forward + backward) of a GPT, from its shape.
+
+    Each weight is used in one multiply-add per token going forward (2 FLOPs) and two going
+    backward (4 FLOPs): 6·N for the N parameters in matrix multiplies (all but the position
+    embedding; the token embedding counts as the output head). Attention adds, per layer,
+    Q·Kᵀ and weights·V over a window of T: 2·2·T·d forward, 6·2·T·d in all, i.e. 12·L·T·d.
+    """
+    d, L, T = config.n_embd, config.n_layer, config.block_size
+    matmul_parameters = config.parameter_count() - T * d
+    return 6 * matmul_parameters + 12 * L * T * d
