@@ -53,7 +53,7 @@ def folder(coursedir: CourseDirectory, kind: str, *parts: str) -> Path:
     return Path(coursedir.root, getattr(coursedir, f"{kind}_directory"), *parts)
 
 
-def _path() -> str:
+def executable_path() -> str:
     """PATH with this interpreter's bin folder first: nbgrader runs ``alembic`` from PATH."""
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
@@ -61,7 +61,7 @@ def _path() -> str:
 def _nbgrader(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "nbgrader", *args]
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PATH": _path()}, check=False)
+                          env={**os.environ, "PATH": executable_path()}, check=False)
 
 
 def _config_args(root: Path) -> list[str]:
@@ -123,7 +123,7 @@ def autograde_in_kernel(coursedir: CourseDirectory, assignment: Assignment, stud
     home.mkdir(mode=0o700)
     env = limits.student_environment(str(home))
     env["JUPYTER_PATH"] = str(workdir / "jupyter")
-    env["PATH"] = _path()
+    env["PATH"] = executable_path()
     command = [sys.executable, "-m", "nbgrader", "autograde", assignment.name,
                f"--student={student}", "--force", *_config_args(root),
                "--CourseDirectory.source_directory=source",

@@ -128,8 +128,8 @@ def read_submission(path: Path, assignment: Assignment, release_sources: dict[st
                     ) -> Submission:
     """Take the answers out of a submitted notebook; note every departure from the assignment.
 
-    ``release_sources`` maps answer grade_ids to their text in the released notebook, to tell
-    an answer left untouched from one that was written.
+    ``release_sources`` maps grade_ids to their text in the released notebook: the learner's
+    copy of each cell, to tell an answer left untouched, or a test cell edited.
     """
     result = Submission()
     if not path.exists():
@@ -170,7 +170,8 @@ def read_submission(path: Path, assignment: Assignment, release_sources: dict[st
             _check_metadata(copy, source_cell, result)
         if source_cell.kind in ("answer", "manual"):
             result.answers[grade_id] = [str(c.get("source", "")) for c in copies]
-        elif any(c.get("source", "") != source_cell.source for c in copies):
+        elif any(c.get("source", "") != release_sources.get(grade_id, source_cell.source)
+                 for c in copies):
             result.problems.append(f"{source_cell.kind} cell '{grade_id}' was edited; the "
                                    "assignment's version was used")
     for cell in assignment.cells:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import importlib
 import multiprocessing
+import os
 import shutil
 import tempfile
 import time
@@ -103,6 +104,9 @@ def _grade_one(student: str) -> StudentReport:
     if extra:
         report.problems.append("extra files ignored: " + ", ".join(extra[:5])
                                + (" ..." if len(extra) > 5 else ""))
+    failed = [c.grade_id for c in verification.cells if c.kind == "test" and not c.passed]
+    if failed:
+        report.problems.append("failed: " + ", ".join(failed))
     if in_kernel.error:
         report.problems.append(f"in-kernel run: {in_kernel.error}")
     if in_kernel.scores and in_kernel.auto_score > verification.auto_score:
@@ -144,6 +148,7 @@ def _students(options: Options, coursedir) -> list[str]:
 def grade(options: Options) -> tuple[list[StudentReport], list[str]]:
     """Grade every student; returns the reports and the problems of the run as a whole."""
     global _CONTEXT
+    os.environ["PATH"] = nbglue.executable_path()  # nbgrader's gradebook runs `alembic`
     coursedir = nbglue.course(options.course_dir)
     source = nbglue.folder(coursedir, "source", options.assignment)
     notebooks = sorted(source.glob("*.ipynb"))
@@ -158,7 +163,7 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str]]:
         release = nbglue.register_assignment(coursedir, options.assignment, Path(scratch))
         released_nb = nbformat.read(release / notebooks[0].name, as_version=4)
         released = {c.metadata["nbgrader"]["grade_id"]: c.source for c in released_nb.cells
-                    if c.metadata.get("nbgrader", {}).get("solution")}
+                    if c.metadata.get("nbgrader", {}).get("grade_id")}
         release_files = [Path(scratch) / "data" / p.name for p in release.iterdir()
                          if p.is_file() and p.suffix != ".ipynb"]
         (Path(scratch) / "data").mkdir()

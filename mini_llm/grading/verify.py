@@ -368,6 +368,8 @@ def _answer(replay: Replay, cell: Cell, submission: Submission, outcome: Verific
             ok, error, output = replay.run_in_sandbox(source)
         except TimeLimitExceeded as err:
             ok, error, output = False, f"TimeLimitExceeded: the cell {err}", ""
+            outcome.problems.append(f"cell '{cell.grade_id}' ran past its time limit and was "
+                                    "interrupted")
         except SandboxDied as err:
             messages.append(f"The notebook's process {err} while running this cell.")
             outcome.problems.append(f"the notebook's process {err} in cell '{cell.grade_id}'")

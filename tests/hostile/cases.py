@@ -1,0 +1,329 @@
+"""Broken and hostile submissions, each built from the released and the solution notebook.
+
+Every case is a function ``(kit) -> Expect`` that writes one student's submission folder and
+says what an honest grader must report: the score, computed from the assignment's own
+metadata (``kit.total``, ``kit.points_before(...)``, ``kit.points_of(...)``), never typed in,
+and a phrase that the summary line or the feedback must contain.
+
+A "correct" learner below is the release with every answer cell filled in with the
+reference code (the solution markers removed), so the metadata is the learner's copy's.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+ASSIGNMENT = "ch01_bigrams"
+
+
+@dataclass
+class Expect:
+    score: float
+    says: str  # in the student's summary line or feedback (case-insensitive)
+
+
+class Kit:
+    """The assignment's notebooks and the metadata arithmetic the cases need."""
+
+    def __init__(self, course: Path, source, release):
+        self.course, self.source, self.release = course, source, release
+        meta = [c.metadata.get("nbgrader", {}) for c in source.cells]
+        self.order = [m.get("grade_id") for m in meta]
+        self.tests = {m["grade_id"]: float(m["points"]) for m in meta
+                      if m.get("grade") and not m.get("solution") and m.get("points")}
+        self.answers = [m["grade_id"] for m in meta if m.get("solution") and not m.get("grade")]
+        self.written = [m["grade_id"] for m in meta if m.get("solution") and m.get("grade")]
+        self.total = sum(self.tests.values())
+
+    def points_before(self, grade_id: str) -> float:
+        """Points of the test cells above ``grade_id``: what survives a crash there."""
+        limit = self.order.index(grade_id)
+        return sum(p for g, p in self.tests.items() if self.order.index(g) < limit)
+
+    def points_of(self, answer_id: str) -> float:
+        """Points of the tests between this answer cell and the next: that part's tests."""
+        start = self.order.index(answer_id)
+        later = [self.order.index(a) for a in self.answers if self.order.index(a) > start]
+        end = min(later, default=len(self.order))
+        return sum(p for g, p in self.tests.items() if start < self.order.index(g) < end)
+
+    @property
+    def last(self) -> str:
+        return self.answers[-1]
+
+    def function_of(self, answer_id: str) -> str:
+        return answer_id.removesuffix("_impl")
+
+    # -- notebooks
+    def solved(self):
+        nb = copy.deepcopy(self.release)
+        for cell in nb.cells:
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if gid in self.answers or gid in self.written:
+                cell.source = self.reference(gid)
+        return nb
+
+    def reference(self, grade_id: str) -> str:
+        cell = next(c for c in self.source.cells
+                    if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+        return "\n".join(line for line in cell.source.splitlines()
+                         if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+
+    @staticmethod
+    def cell(nb, grade_id: str):
+        return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")
+                    == grade_id)
+
+    def buggy_last(self):
+        """Correct except the last part, whose function returns a wrong constant."""
+        nb = self.solved()
+        name = self.function_of(self.last)
+        self.cell(nb, self.last).source += f"\n\n_right = {name}\ndef {name}(*args, **kwargs):\n" \
+                                           "    return 12345.0\n"
+        return nb
+
+    def folder(self, student: str) -> Path:
+        path = self.course / "submitted" / student / ASSIGNMENT
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def hand_in(self, student: str, nb) -> Path:
+        path = self.folder(student) / f"{ASSIGNMENT}.ipynb"
+        nbformat.write(nb, path)
+        return path
+
+
+def _prepend(kit: Kit, nb, grade_id: str, code: str):
+    kit.cell(nb, grade_id).source = code + kit.cell(nb, grade_id).source
+    return nb
+
+
+def _append(kit: Kit, nb, grade_id: str, code: str):
+    kit.cell(nb, grade_id).source += "\n" + code
+    return nb
+
+
+# ----------------------------------------------------------------------------- the cases
+def honest(kit: Kit, student: str) -> Expect:
+    kit.hand_in(student, kit.solved())
+    return Expect(kit.total, "-")
+
+
+def blank(kit: Kit, student: str) -> Expect:
+    kit.hand_in(student, kit.release)
+    return Expect(0.0, "not answered")
+
+
+def infinite_loop(kit: Kit, student: str) -> Expect:
+    kit.hand_in(student, _prepend(kit, kit.solved(), kit.last, "while True:\n    pass\n"))
+    return Expect(kit.total - kit.points_of(kit.last), "ran past its time limit")
+
+
+def sys_exit(kit: Kit, student: str) -> Expect:
+    first = kit.answers[0]
+    kit.hand_in(student, _append(kit, kit.solved(), first, "import sys\nsys.exit()"))
+    return Expect(kit.total, "SystemExit")
+
+
+def os_exit(kit: Kit, student: str) -> Expect:
+    middle = kit.answers[len(kit.answers) // 2]
+    kit.hand_in(student, _prepend(kit, kit.solved(), middle, "import os\nos._exit(1)\n"))
+    return Expect(kit.points_before(middle), "died")
+
+
+def segfault(kit: Kit, student: str) -> Expect:
+    second = kit.answers[1]
+    kit.hand_in(student, _prepend(kit, kit.solved(), second, "import ctypes\nctypes.string_at(0)\n"))
+    return Expect(kit.points_before(second), "SIGSEGV")
+
+
+def memory_hog(kit: Kit, student: str) -> Expect:
+    """6 GiB in 128 MiB pieces: far past the limit, freed again when the error unwinds."""
+    code = ("def _hog():\n    import numpy\n    return [numpy.ones(2**24) for _ in range(48)]\n"
+            "_hog()")
+    kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
+    return Expect(kit.total, "MemoryError")
+
+
+def print_50mb(kit: Kit, student: str) -> Expect:
+    kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], "print('x' * 50_000_000)"))
+    return Expect(kit.total, "more characters of output not shown")
+
+
+def deleted_test(kit: Kit, student: str) -> Expect:
+    nb = kit.buggy_last()
+    test = f"{kit.function_of(kit.last)}_tests"
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != test]
+    kit.hand_in(student, nb)
+    return Expect(kit.total - kit.points_of(kit.last), f"test cell '{test}' was deleted")
+
+
+def test_edited_to_pass(kit: Kit, student: str) -> Expect:
+    nb = kit.buggy_last()
+    test = f"{kit.function_of(kit.last)}_tests"
+    kit.cell(nb, test).source = "pass"
+    kit.hand_in(student, nb)
+    return Expect(kit.total - kit.points_of(kit.last), f"test cell '{test}' was edited")
+
+
+def points_raised(kit: Kit, student: str) -> Expect:
+    nb = kit.buggy_last()
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in kit.tests:
+            cell.metadata["nbgrader"]["points"] = 100
+    kit.hand_in(student, nb)
+    return Expect(kit.total - kit.points_of(kit.last), "points")
+
+
+def grade_id_renamed(kit: Kit, student: str) -> Expect:
+    nb = kit.solved()
+    kit.cell(nb, kit.last).metadata["nbgrader"]["grade_id"] = "my_own_cell"
+    kit.hand_in(student, nb)
+    return Expect(kit.total - kit.points_of(kit.last), "'my_own_cell' is not part of the")
+
+
+def solution_marked_as_test(kit: Kit, student: str) -> Expect:
+    nb = kit.buggy_last()
+    kit.cell(nb, kit.last).metadata["nbgrader"].update(grade=True, solution=False, points=50,
+                                                         locked=True)
+    kit.hand_in(student, nb)
+    return Expect(kit.total - kit.points_of(kit.last), "flag")
+
+
+def renamed_function(kit: Kit, student: str) -> Expect:
+    nb = kit.solved()
+    name = kit.function_of(kit.last)
+    cell = kit.cell(nb, kit.last)
+    cell.source = cell.source.replace(f"def {name}(", f"def my_{name}(")
+    kit.hand_in(student, nb)
+    return Expect(kit.total - kit.points_of(kit.last), f"name '{name}' is not defined")
+
+
+def changed_signature(kit: Kit, student: str) -> Expect:
+    nb = kit.solved()
+    name = kit.function_of(kit.last)
+    _append(kit, nb, kit.last, f"_real = {name}\ndef {name}(only_one):\n    return 0.0")
+    kit.hand_in(student, nb)
+    return Expect(kit.total - kit.points_of(kit.last), "TypeError")
+
+
+def patch_checks(kit: Kit, student: str) -> Expect:
+    code = ("import mini_llm.checks as _c\n"
+            "for _name in [n for n in dir(_c) if n.startswith('expect_')]:\n"
+            "    setattr(_c, _name, lambda *a, **k: None)\n"
+            "_c.run = lambda fn, *a, **k: (None, 'patched')\n")
+    kit.hand_in(student, _append(kit, kit.buggy_last(), kit.answers[0], code))
+    return Expect(kit.total - kit.points_of(kit.last), f"check failed: {kit.function_of(kit.last)}(")
+
+
+def patch_libraries(kit: Kit, student: str) -> Expect:
+    """numpy.allclose/isclose, numpy.testing, torch.allclose, builtins, and IPython's errors."""
+    code = ("import builtins, numpy, numpy.testing, torch\n"
+            "numpy.allclose = torch.allclose = lambda *a, **k: True\n"
+            "numpy.isclose = lambda a, b, **k: numpy.ones(numpy.shape(a), bool)\n"
+            "numpy.testing.assert_allclose = numpy.testing.assert_array_equal = "
+            "lambda *a, **k: None\n"
+            "builtins.AssertionError = type('AssertionError', (Exception,), {})\n"
+            "get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)\n")
+    kit.hand_in(student, _append(kit, kit.buggy_last(), kit.answers[0], code))
+    return Expect(kit.total - kit.points_of(kit.last), f"check failed: {kit.function_of(kit.last)}(")
+
+
+def writes_course_files(kit: Kit, student: str) -> Expect:
+    """Overwrites the gradebook, another student's submission and the solutions."""
+    targets = [kit.course / "gradebook.db",
+               kit.course / "submitted" / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
+               kit.course / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"]
+    code = "".join(f"open({str(t)!r}, 'wb').write(b'pwned')\n" for t in targets)
+    kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
+    return Expect(kit.total, "restored")
+
+
+def not_json(kit: Kit, student: str) -> Expect:
+    (kit.folder(student) / f"{ASSIGNMENT}.ipynb").write_bytes(b"\x00 this is not JSON {")
+    return Expect(0.0, "not a readable notebook")
+
+
+def nbformat_v3(kit: Kit, student: str) -> Expect:
+    old = nbformat.convert(kit.solved(), 3)
+    (kit.folder(student) / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(old))
+    return Expect(kit.total, "format v3")
+
+
+def missing_notebook(kit: Kit, student: str) -> Expect:
+    (kit.folder(student) / "notes.txt").write_text("I forgot the notebook")
+    return Expect(0.0, "no notebook")
+
+
+def extra_files(kit: Kit, student: str) -> Expect:
+    """A numpy.py next to the notebook would shadow NumPy in nbgrader's own kernel."""
+    kit.hand_in(student, kit.buggy_last())
+    (kit.folder(student) / "numpy.py").write_text("raise SystemExit('shadowed')\n")
+    return Expect(kit.total - kit.points_of(kit.last), "extra files ignored: numpy.py")
+
+
+def kernel_name(kit: Kit, student: str) -> Expect:
+    nb = kit.solved()
+    nb.metadata["kernelspec"] = {"name": "evil", "display_name": "Evil", "language": "python"}
+    kit.hand_in(student, nb)
+    return Expect(kit.total, "kernel 'evil'")
+
+
+def prefilled_outputs(kit: Kit, student: str) -> Expect:
+    nb = copy.deepcopy(kit.release)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="all passed\n")]
+            cell.execution_count = 1
+    kit.hand_in(student, nb)
+    return Expect(0.0, "not answered")
+
+
+def split_cells(kit: Kit, student: str) -> Expect:
+    """An answer split in two cells that share one grade_id and one cell id; both halves
+    are needed (written as raw JSON: nbformat would renumber the duplicated id)."""
+    nb = kit.solved()
+    first = kit.answers[0]
+    index = nb.cells.index(kit.cell(nb, first))
+    half = copy.deepcopy(nb.cells[index])
+    half.source = "_HALF = 'first half'\n"
+    nb.cells[index].source = "assert _HALF\n" + nb.cells[index].source
+    nb.cells.insert(index, half)
+    (kit.folder(student) / f"{ASSIGNMENT}.ipynb").write_text(json.dumps(nb))
+    return Expect(kit.total, f"'{first}' appears 2 times")
+
+
+def reordered(kit: Kit, student: str) -> Expect:
+    """The last part's answer moved to the top of the notebook."""
+    nb = kit.solved()
+    last = kit.cell(nb, kit.last)
+    nb.cells.remove(last)
+    nb.cells.insert(1, last)
+    kit.hand_in(student, nb)
+    return Expect(kit.total, "were moved")
+
+
+CASES = [honest, blank, infinite_loop, sys_exit, os_exit, segfault, memory_hog, print_50mb,
+         deleted_test, test_edited_to_pass, points_raised, grade_id_renamed,
+         solution_marked_as_test, renamed_function, changed_signature, patch_checks,
+         patch_libraries, writes_course_files, not_json, nbformat_v3, missing_notebook,
+         extra_files, kernel_name, prefilled_outputs, split_cells, reordered]
+
+
+def hidden_failure(kit: Kit, student: str) -> Expect:
+    """Passes the visible checks of part 2, fails a hidden one (rows without counts -> nan)."""
+    part = kit.answers[1]
+    name = kit.function_of(part)
+    nb = kit.solved()
+    kit.cell(nb, part).source = (f"def {name}(counts):\n    counts = np.asarray(counts, float)\n"
+                                 "    return counts / counts.sum(axis=1, keepdims=True)\n")
+    kit.hand_in(student, nb)
+    return Expect(kit.total - kit.points_of(part), "A hidden check failed")
+
+
+CASES.append(hidden_failure)

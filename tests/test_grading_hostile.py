@@ -1,0 +1,133 @@
+"""`mini-llm grade` on broken and hostile submissions: one real run, one student per case.
+
+The cases (tests/hostile/cases.py) are built from the released and the solution notebook of
+ch01_bigrams. One grader run grades them all in parallel, with real nbgrader, a real SQLite
+gradebook and real feedback. Then, for every student: the grader finished, the gradebook holds
+exactly the points honestly earned (computed from the assignment's metadata), and the summary or
+the feedback names what went wrong. The gradebook's other content and every other student's
+results are checked too, since several cases attack them.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import subprocess
+import time
+
+import pytest
+from _exercise_helpers import BIN, EXERCISES, SOLUTIONS, new_course, notebook_path, read
+from hostile.cases import ASSIGNMENT, CASES, Kit
+from nbgrader.api import Gradebook
+
+TIMEOUTS = ["--timeout", "60", "--cell-timeout", "6", "--memory-mb", "1024"]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # nbgrader: alembic
+    course = new_course(tmp_path_factory.mktemp("hostile"), [ASSIGNMENT])
+    kit = Kit(course, read(notebook_path(SOLUTIONS, ASSIGNMENT)),
+              read(notebook_path(EXERCISES, ASSIGNMENT)))
+    expected = {case.__name__: case(kit, case.__name__) for case in CASES}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # a record from before
+        gb.add_student("alumnus", first_name="Ada", last_name="Lovelace")
+    start = time.monotonic()
+    run = subprocess.run([str(BIN / "mini-llm"), "grade", ASSIGNMENT, "--course-dir", str(course),
+                          "--workers", "2", *TIMEOUTS], capture_output=True, text=True,
+                         timeout=900, check=False)
+    seconds = time.monotonic() - start
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    return course, kit, expected, run.stdout, seconds
+
+
+def _line(summary: str, student: str) -> str:
+    found = [line for line in summary.splitlines() if line.split(" ", 1)[0] == student]
+    assert len(found) == 1, f"no summary line for {student}:\n{summary}"
+    return found[0]
+
+
+def _feedback(course, student: str) -> str:
+    return html.unescape((course / "feedback" / student / ASSIGNMENT /
+                          f"{ASSIGNMENT}.html").read_text())
+
+
+def _scores(course, student: str) -> dict[str, float]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        notebook = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
+        return {g.name: g.auto_score for g in notebook.grades if not g.cell.name.endswith(
+            "_answer")}
+
+
+@pytest.mark.parametrize("case", [c.__name__ for c in CASES])
+def test_each_case_is_scored_honestly_and_explained(graded, case):
+    course, kit, expected, summary, _ = graded
+    line = _line(summary, case)
+    total = sum(_scores(course, case).get(g, 0) or 0 for g in kit.tests)
+    assert total == expected[case].score, line
+    assert f"{expected[case].score:g}/{kit.total:g}" in line
+    said = expected[case].says.lower()
+    if said == "-":
+        assert line.rstrip().endswith("-"), f"no problem expected for {case}: {line}"
+    else:
+        assert said in line.lower() or said in _feedback(course, case).lower(), line
+
+
+@pytest.mark.parametrize("case", ["os_exit", "segfault"])
+def test_a_dead_kernel_leaves_no_later_test_passed(graded, case):
+    course, kit, _, _, _ = graded
+    scores = _scores(course, case)
+    crash = {"os_exit": kit.answers[len(kit.answers) // 2], "segfault": kit.answers[1]}[case]
+    later = [g for g in kit.tests if kit.order.index(g) > kit.order.index(crash)]
+    assert later and all(scores[g] == 0 for g in later)
+
+
+def test_course_files_written_by_students_are_restored(graded):
+    course, kit, _, summary, _ = graded
+    assert read(notebook_path(course / "solutions", ASSIGNMENT)) == kit.source
+    honest = course / "submitted" / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    assert read(honest) == kit.solved()
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_student("alumnus").first_name == "Ada"
+    assert re.search(r"gradebook\.db was changed .* restored", summary)
+
+
+def test_grades_csv_lists_every_student(graded):
+    course, _, expected, _, _ = graded
+    text = (course / f"grades-{ASSIGNMENT}.csv").read_text()
+    for student in expected:
+        assert f",{student}," in text
+
+
+def _hidden_lines(kit) -> set[str]:
+    """Lines of hidden test code that appear nowhere in the learner's release notebook."""
+    released = "\n".join(c.source for c in kit.release.cells)
+    lines = set()
+    for cell in kit.source.cells:
+        _, marker, rest = cell.source.partition("### BEGIN HIDDEN TESTS")
+        if marker:
+            hidden = rest.partition("### END HIDDEN TESTS")[0]
+            lines |= {line.strip() for line in hidden.splitlines()
+                      if len(line.strip()) > 12 and line.strip() not in released}
+    assert lines, "the assignment has no hidden tests to protect"
+    return lines
+
+
+def test_feedback_never_shows_hidden_tests(graded):
+    course, kit, expected, _, _ = graded
+    hidden = _hidden_lines(kit)
+    for student in expected:
+        page = _feedback(course, student)
+        leaked = [line for line in hidden if line in page]
+        assert not leaked, f"{student}'s feedback shows hidden test code: {leaked[:3]}"
+
+
+def test_feedback_names_a_failed_hidden_check_without_its_values(graded):
+    course, *_ = graded
+    page = re.sub(r"<[^>]+>", "", _feedback(course, "hidden_failure"))
+    messages = [line for line in page.splitlines() if "A hidden check failed" in line]
+    assert messages, "the failed hidden check is not named"
+    for message in messages:
+        assert "Hint:" in message
+        assert "expected" not in message and "got" not in message.split("Hint:")[0]
