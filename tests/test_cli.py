@@ -90,7 +90,7 @@ def test_named_configs_are_the_documented_shapes():
 
 
 def test_subcommands_live_in_one_table(capsys):
-    assert list(COMMANDS) == ["prepare", "train", "sample", "bench"]
+    assert list(COMMANDS) == ["prepare", "train", "sample", "bench", "grade"]
     for name, command in COMMANDS.items():
         with pytest.raises(SystemExit) as exit_:
             main([name, "--help"])
