@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mini_llm.grading.runner import Options, StudentReport, grade
 
-HELP = "autograde every submission of an assignment (nbgrader, with limits and trusted checks)"
+HELP = "autograde all submissions of an assignment, under limits"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
