@@ -44,10 +44,8 @@ def run(args: argparse.Namespace) -> None:
                          "--memory-mb >= 256 are required")
     options = Options(args.assignment, args.course_dir, args.workers, args.timeout,
                       args.cell_timeout, args.memory_mb, args.student)
-    reports, run_problems = grade(options)
-    total = reports[0].verification.cells and sum(
-        c.max_points for c in reports[0].verification.cells if c.kind == "test")
-    print(summary(reports, run_problems, total or 0))
+    reports, run_problems, assignment = grade(options)
+    print(summary(reports, run_problems, assignment.auto_points))
     print(f"gradebook: {args.course_dir / 'gradebook.db'}; feedback under feedback/; "
           f"grades: grades-{args.assignment}.csv")
 

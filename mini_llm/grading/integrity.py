@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,8 +79,8 @@ def restore(snapshot: Snapshot, found: list[Change]) -> None:
         if change.what == "added":
             change.path.unlink()
             continue
-        if change.path.is_symlink() or change.path.is_dir():
-            change.path.unlink() if change.path.is_symlink() else None
+        if change.path.is_dir() and not change.path.is_symlink():
+            shutil.rmtree(change.path)
         change.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = change.path.with_name(change.path.name + ".restoring")
         temporary.write_bytes(snapshot.files[change.path])

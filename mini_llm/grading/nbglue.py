@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from nbgrader.api import Gradebook
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import AssignLatePenalties
 from nbgrader.utils import parse_utc
+from sqlalchemy.exc import SAWarning
 from traitlets.config.loader import PyFileConfigLoader
 
 from mini_llm.grading import limits
@@ -178,6 +180,7 @@ def record(coursedir: CourseDirectory, assignment: Assignment, student: str, whe
            released: dict[str, str]) -> None:
     """Write one student's trusted scores into the gradebook, as nbgrader's autograde would."""
     name, notebook = assignment.name, assignment.notebook
+    warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's own, on every submission
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         gb.update_or_create_student(student)
         gb.update_or_create_submission(name, student, **({"timestamp": when} if when else {}))

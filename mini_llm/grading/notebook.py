@@ -54,10 +54,6 @@ class Cell:
             return [(any(h for h, _ in pieces), self.source)]
         return pieces
 
-    @property
-    def has_hidden_tests(self) -> bool:
-        return HIDDEN_BEGIN in self.source
-
 
 @dataclass
 class Assignment:
@@ -80,9 +76,6 @@ class Assignment:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     names += [t.id for t in targets if isinstance(t, ast.Name)]
         return list(dict.fromkeys(names))
-
-    def cell(self, grade_id: str) -> Cell:
-        return next(c for c in self.cells if c.grade_id == grade_id)
 
     @property
     def auto_points(self) -> float:

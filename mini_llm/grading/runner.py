@@ -145,12 +145,14 @@ def _students(options: Options, coursedir) -> list[str]:
     return everyone
 
 
-def grade(options: Options) -> tuple[list[StudentReport], list[str]]:
-    """Grade every student; returns the reports and the problems of the run as a whole."""
+def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]:
+    """Grade every student: the reports, the problems of the run as a whole, the assignment."""
     global _CONTEXT
     os.environ["PATH"] = nbglue.executable_path()  # nbgrader's gradebook runs `alembic`
     coursedir = nbglue.course(options.course_dir)
     source = nbglue.folder(coursedir, "source", options.assignment)
+    if not source.is_dir():
+        raise nbglue.GradingError(f"no assignment {options.assignment!r}: {source} is missing")
     notebooks = sorted(source.glob("*.ipynb"))
     if len(notebooks) != 1:
         raise nbglue.GradingError(f"expected one source notebook in {source}, "
@@ -182,7 +184,7 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str]]:
         _write_results(coursedir, assignment, notebooks[0], report, snapshot, released)
     csv_path = Path(coursedir.root) / f"grades-{options.assignment}.csv"
     nbglue.feedback_and_export(coursedir, options.assignment, students, csv_path)
-    return reports, run_problems
+    return reports, run_problems, assignment
 
 
 def _run_pool(students: list[str], workers: int) -> list[StudentReport]:

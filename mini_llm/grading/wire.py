@@ -73,7 +73,8 @@ def receive(fd: int, deadline: float | None = None) -> dict:
 # ------------------------------------------------------------------------------- encoding
 def _array_bytes(array: np.ndarray) -> str:
     buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    contiguous = array if array.flags.c_contiguous else array.copy(order="C")  # keeps 0-d
+    np.save(buffer, contiguous, allow_pickle=False)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 

@@ -1,0 +1,50 @@
+"""The data boundary of the grader (mini_llm.grading.wire): plain data only, never pickles."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import pytest
+
+from mini_llm.grading import wire
+
+
+def _round_trip(value):
+    return wire.decode(wire.encode(value))
+
+
+def test_plain_values_arrays_and_generators_cross_unchanged():
+    value = {"ids": [1, 2.5, None, True, "x"], (0, 1): np.arange(6).reshape(2, 3),
+             "scalar": np.float32(1.5), "set": {3, 4}}
+    back = _round_trip(value)
+    assert back["ids"] == [1, 2.5, None, True, "x"] and back["set"] == {3, 4}
+    assert np.array_equal(back[(0, 1)], value[(0, 1)]) and back[(0, 1)].dtype == np.int64
+    assert type(back["scalar"]) is np.float32
+    assert _round_trip(np.array(2.0)).shape == ()
+    generator = np.random.default_rng(7)
+    twin = _round_trip(generator)
+    assert twin.integers(1000, size=5).tolist() == generator.integers(1000, size=5).tolist()
+
+
+def test_objects_become_handles_or_are_refused():
+    assert wire.encode(object(), ref=lambda obj: {"$ref": 1}) == {"$ref": 1}
+    with pytest.raises(TypeError):
+        wire.encode(np.array([object()], dtype=object))
+    with pytest.raises(TypeError):
+        wire.encode(lambda: None)
+
+
+def test_a_pickled_array_is_refused():
+    buffer = io.BytesIO()
+    np.save(buffer, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(wire.WireError):
+        wire.decode({"$nd": base64.b64encode(buffer.getvalue()).decode()})
+
+
+@pytest.mark.parametrize("junk", [{"$nd": 5}, {"$rng": {"bit_generator": "os.system"}},
+                                  {"$dict": [[1]]}, {"who": "knows"}])
+def test_malformed_values_are_refused(junk):
+    with pytest.raises(wire.WireError):
+        wire.decode(junk)
