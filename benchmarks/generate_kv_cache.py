@@ -37,7 +37,8 @@ def main():
           f"median of {args.repeats}")
     for new_tokens in args.lengths:
         cached = model.generate(prompt, new_tokens, temperature=0, use_cache=True)
-        assert torch.equal(cached, model.generate(prompt, new_tokens, temperature=0, use_cache=False))
+        uncached = model.generate(prompt, new_tokens, temperature=0, use_cache=False)
+        assert torch.equal(cached, uncached), "the cache changed the tokens"
         with_cache = generation_tokens_per_s(model, prompt, new_tokens, True, args.repeats)
         without = generation_tokens_per_s(model, prompt, new_tokens, False, args.repeats)
         print(f"  {new_tokens:4d} new tokens: {with_cache:8,.0f} tokens/s with cache, "

@@ -60,7 +60,9 @@ print(f"device          {name} ({device}); bf16 autocast {device.type == 'cuda'}
 print(f"model           {model.num_parameters():,} parameters, {run.train.max_iters} steps of "
       f"{run.data['batch_size']}x{config.block_size} tokens, {wall:.0f} s wall")
 print(f"tokens/s        {tokens_per_s:,.0f} (median of logged intervals)")
-print(f"MFU             {f'{mfu:.1%}' if mfu is not None else 'n/a (peak FLOP/s unknown: set PEAK_TFLOPS)'}")
+unknown = "n/a (peak FLOP/s unknown: set PEAK_TFLOPS)"
+print(f"MFU             {unknown if mfu is None else f'{mfu:.1%}'}")
 print(f"val loss        {result.val_losses[-1][1]:.4f} at step {result.step}")
-print(f"peak memory     {memory:.2f} GiB ({'GPU allocated' if device.type == 'cuda' else 'process RSS'})")
+kind = "GPU allocated" if device.type == "cuda" else "process RSS"
+print(f"peak memory     {memory:.2f} GiB ({kind})")
 PY

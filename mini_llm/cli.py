@@ -38,8 +38,9 @@ def default_data_dir(corpus: str) -> Path:
 
 # ---------------------------------------------------------------------------------- prepare
 def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", default="shakespeare", help="corpus name (default: shakespeare)")
-    parser.add_argument("--out", type=Path, help="output folder (default: data/prepared/<corpus>-char)")
+    parser.add_argument("--corpus", default="shakespeare", help="corpus name")
+    parser.add_argument("--out", type=Path,
+                        help="output folder (default: data/prepared/<corpus>-char)")
     parser.add_argument("--val-fraction", type=float, default=0.1, help="share kept for validation")
 
 
@@ -58,7 +59,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, help="prepared data folder (default: from the corpus)")
     parser.add_argument("--out", type=Path, help="run folder for checkpoint, metrics, plot "
                         "(default: runs/<config>)")
-    parser.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
+    parser.add_argument("--device", default="auto",
+                        help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
     parser.add_argument("--resume", action="store_true", help="continue from <out>/ckpt.pt")
 
 
@@ -94,7 +96,8 @@ def run_train(args) -> None:
 
 # ----------------------------------------------------------------------------------- sample
 def add_sample_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", type=Path, default=Path("runs/shakespeare-char-cpu/ckpt.pt"))
+    parser.add_argument("--checkpoint", type=Path,
+                        default=Path("runs/shakespeare-char-cpu/ckpt.pt"))
     parser.add_argument("--prompt", default="\n", help="text to continue")
     parser.add_argument("--max-new-tokens", type=int, default=500)
     parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
@@ -102,7 +105,8 @@ def add_sample_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=None)
     parser.add_argument("--num-samples", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1337)
-    parser.add_argument("--no-cache", action="store_true", help="recompute the whole window each token")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="recompute the whole window for each token")
     parser.add_argument("--device", default="auto")
 
 
@@ -171,7 +175,8 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
-    "prepare": Command("encode a corpus into train/val token files", add_prepare_arguments, run_prepare),
+    "prepare": Command("encode a corpus into train/val token files",
+                       add_prepare_arguments, run_prepare),
     "train": Command("train a GPT from a named config", add_train_arguments, run_train),
     "sample": Command("generate text from a checkpoint", add_sample_arguments, run_sample),
     "bench": Command("time training steps and generation", add_bench_arguments, run_bench),

@@ -41,7 +41,8 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None,
 
 
 def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
-               top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+               top_p: float | None = None,
+               generator: torch.Generator | None = None) -> torch.Tensor:
     """One token id per row of ``logits`` (B, V), as a (B, 1) tensor."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
@@ -71,7 +72,8 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float =
     """
     _check_settings(max_new_tokens, temperature, top_k, top_p)
     if idx.dim() != 2 or idx.size(1) == 0:
-        raise ValueError(f"idx must be (batch, tokens) with at least one token, got {tuple(idx.shape)}")
+        raise ValueError(
+            f"idx must be (batch, tokens) with at least one token, got {tuple(idx.shape)}")
     window = model.config.block_size
     was_training = model.training
     model.eval()

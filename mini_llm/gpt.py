@@ -18,7 +18,7 @@ Generation (``mini_llm.generate``) can keep the keys and values of tokens alread
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -53,7 +53,8 @@ class GPTConfig:
                 "each head gets n_embd // n_head dimensions"
             )
         if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
         if self.attention not in ("fused", "explicit"):
             raise ValueError(f"attention must be 'fused' or 'explicit', got {self.attention!r}")
 
@@ -255,7 +256,7 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
                  generator=None, use_cache=True):
-        """Continue ``idx`` (B, T) by ``max_new_tokens`` tokens; see :func:`mini_llm.generate.generate`."""
+        """``idx`` (B, T) and ``max_new_tokens`` more: see :func:`mini_llm.generate.generate`."""
         from mini_llm.generate import generate
 
         return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k,
@@ -267,6 +268,3 @@ class GPT(nn.Module):
         from mini_llm.hf_gpt2 import from_hf_gpt2
 
         return from_hf_gpt2(hf_model)
-
-    def config_dict(self) -> dict:
-        return asdict(self.config)

@@ -58,7 +58,8 @@ class CharTokenizer(Tokenizer):
     def __init__(self, chars):
         self.chars = sorted(set(chars))
         if not self.chars:
-            raise ValueError("a character tokenizer needs at least one character (is the text empty?)")
+            raise ValueError(
+                "a character tokenizer needs at least one character (is the text empty?)")
         self.char_to_id = {ch: i for i, ch in enumerate(self.chars)}
 
     @classmethod
@@ -90,7 +91,8 @@ class CharTokenizer(Tokenizer):
         ids = [int(i) for i in ids]
         bad = [i for i in ids if not 0 <= i < len(self.chars)]
         if bad:
-            raise ValueError(f"token id {bad[0]} is outside the vocabulary (0…{len(self.chars) - 1})")
+            raise ValueError(
+                f"token id {bad[0]} is outside the vocabulary (0…{len(self.chars) - 1})")
         return "".join(self.chars[i] for i in ids)
 
     def to_dict(self) -> dict:

@@ -26,15 +26,16 @@ def trained_run(tmp_path_factory):
     prepared = mini_llm("prepare", "--corpus", "shakespeare", "--out", "data", cwd=work)
     assert prepared.returncode == 0, prepared.stderr
     assert "train and" in prepared.stdout and (work / "data" / "train.bin").exists()
-    trained = mini_llm("train", "--config", "shakespeare-char-cpu", "--data", "data", "--out", "run",
-                       "--device", "cpu", "max_iters=20", *TINY, cwd=work)
+    trained = mini_llm("train", "--config", "shakespeare-char-cpu", "--data", "data",
+                       "--out", "run", "--device", "cpu", "max_iters=20", *TINY, cwd=work)
     assert trained.returncode == 0, trained.stderr
     assert "done: step 20, val loss" in trained.stdout
     return work
 
 
 def test_prepare_train_sample_end_to_end(trained_run):
-    assert {p.name for p in (trained_run / "run").iterdir()} >= {"ckpt.pt", "metrics.jsonl", "loss.png"}
+    written = {p.name for p in (trained_run / "run").iterdir()}
+    assert written >= {"ckpt.pt", "metrics.jsonl", "loss.png"}
     sampled = mini_llm("sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO:",
                        "--max-new-tokens", "40", "--device", "cpu", cwd=trained_run)
     assert sampled.returncode == 0, sampled.stderr
@@ -52,7 +53,8 @@ def test_resume_from_the_command_line(trained_run):
 
 
 def test_prompt_character_outside_the_vocabulary(trained_run):
-    done = mini_llm("sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO\u263a", cwd=trained_run)
+    done = mini_llm("sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO\u263a",
+                    cwd=trained_run)
     assert done.returncode == 2
     assert "character '\u263a' (U+263A) is not in the tokenizer's vocabulary" in done.stderr
     assert "Traceback" not in done.stderr
@@ -83,7 +85,7 @@ def test_named_configs_are_the_documented_shapes():
     assert (cpu.data["batch_size"], cpu.train.max_iters, cpu.train.warmup_iters) == (12, 2000, 100)
     assert (cpu.train.learning_rate, cpu.train.min_lr, cpu.train.beta2) == (1e-3, 1e-4, 0.99)
     gpu = configs.resolve("shakespeare-char-gpu", ["max_iters=7", "compile=false"])
-    assert gpu.model["n_embd"] == 384 and gpu.model["dropout"] == 0.2 and gpu.data["batch_size"] == 64
+    assert (gpu.model["n_embd"], gpu.model["dropout"], gpu.data["batch_size"]) == (384, 0.2, 64)
     assert (gpu.train.max_iters, gpu.train.compile) == (7, False)
     with pytest.raises(ValueError, match="unknown config 'tiny'"):
         configs.resolve("tiny")

@@ -93,9 +93,12 @@ def test_bad_shapes_are_rejected_with_a_reason():
 
 
 HF_CONFIGS = [
-    {"vocab_size": 50, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 4},  # gelu_new by default
-    {"vocab_size": 71, "n_positions": 24, "n_embd": 48, "n_layer": 3, "n_head": 3, "activation_function": "gelu"},
-    {"vocab_size": 97, "n_positions": 32, "n_embd": 64, "n_layer": 1, "n_head": 8, "layer_norm_epsilon": 1e-6},
+    # GPT-2's default activation, gelu_new
+    {"vocab_size": 50, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 4},
+    {"vocab_size": 71, "n_positions": 24, "n_embd": 48, "n_layer": 3, "n_head": 3,
+     "activation_function": "gelu"},
+    {"vocab_size": 97, "n_positions": 32, "n_embd": 64, "n_layer": 1, "n_head": 8,
+     "layer_norm_epsilon": 1e-6},
 ]
 
 

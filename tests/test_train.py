@@ -1,4 +1,4 @@
-"""The training loop: any (logits, loss) model, schedule, decay groups, exact resume, NaN stop, DDP."""
+"""The training loop: any (logits, loss) model, schedule, decay, exact resume, NaN stop, DDP."""
 
 import json
 import math
@@ -27,9 +27,10 @@ from mini_llm.train import (
 TOKENS = np.array([i % 7 for i in range(3000)], dtype=np.uint16)  # a very learnable sequence
 
 
-def tiny_gpt(dropout=0.1) -> GPT:
-    torch.manual_seed(0)
-    return GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=dropout))
+def tiny_gpt(dropout=0.1, seed=0) -> GPT:
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16,
+                         dropout=dropout))
 
 
 def batches(seed=0):
@@ -37,8 +38,8 @@ def batches(seed=0):
 
 
 def quiet(**settings) -> TrainConfig:
-    defaults = {"device": "cpu", "progress": False, "warmup_iters": 2, "eval_interval": 4, "eval_iters": 2,
-                    "log_interval": 2, "learning_rate": 3e-3, "min_lr": 3e-4}
+    defaults = {"device": "cpu", "progress": False, "warmup_iters": 2, "eval_interval": 4,
+                "eval_iters": 2, "log_interval": 2, "learning_rate": 3e-3, "min_lr": 3e-4}
     return TrainConfig(**{**defaults, **settings})
 
 
@@ -67,7 +68,8 @@ def test_any_logits_loss_model_trains_in_process_without_files(tmp_path, monkeyp
         return rows[:, :3], rows[:, 3]
 
     torch.manual_seed(0)
-    result = train(BengioMLP(), get_batch, quiet(max_iters=60, eval_interval=20), val_batches=get_batch)
+    result = train(BengioMLP(), get_batch, quiet(max_iters=60, eval_interval=20),
+                   val_batches=get_batch)
     assert [step for step, _ in result.train_losses] == list(range(1, 61))
     assert [step for step, _ in result.val_losses] == [0, 20, 40, 60]
     assert result.val_losses[-1][1] < 0.5 * result.val_losses[0][1]  # it learned
@@ -85,7 +87,8 @@ def test_learning_rate_warms_up_then_follows_a_cosine_to_min_lr():
 
 def test_no_weight_decay_on_biases_norms_and_embeddings():
     model = tiny_gpt()
-    decay, no_decay = make_optimizer(model, TrainConfig(weight_decay=0.1), torch.device("cpu")).param_groups
+    optimizer = make_optimizer(model, TrainConfig(weight_decay=0.1), torch.device("cpu"))
+    decay, no_decay = optimizer.param_groups
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     decayed = {id(p) for p in decay["params"]}
     names = {name for name, p in model.named_parameters() if id(p) in decayed}
@@ -98,16 +101,20 @@ def test_resume_continues_exactly_like_the_uninterrupted_run(tmp_path):
     # dropout > 0 and random batches: equal losses need every generator restored.
     full = train(tiny_gpt(), batches(), quiet(max_iters=12, out_dir=str(tmp_path / "full")),
                  val_batches=batches(1))
-    first = train(tiny_gpt(), batches(), quiet(max_iters=6, lr_decay_iters=12,
-                                               out_dir=str(tmp_path / "cut")), val_batches=batches(1))
+    cut = str(tmp_path / "cut")
+    first = train(tiny_gpt(), batches(), quiet(max_iters=6, lr_decay_iters=12, out_dir=cut),
+                  val_batches=batches(1))
     assert load_checkpoint(tmp_path / "cut" / "ckpt.pt")["step"] == 6
-    fresh_model, fresh_batches = tiny_gpt(), batches(seed=99)  # state comes from the checkpoint
-    resumed = train(fresh_model, fresh_batches, quiet(max_iters=12, lr_decay_iters=12, resume=True,
-                                                      out_dir=str(tmp_path / "cut")), val_batches=batches(1))
+    # Other weights and another batch seed: all of that must come back from the checkpoint.
+    fresh_model, fresh_batches = tiny_gpt(seed=5), batches(seed=99)
+    resumed = train(fresh_model, fresh_batches,
+                    quiet(max_iters=12, lr_decay_iters=12, resume=True, out_dir=cut),
+                    val_batches=batches(1))
     assert first.train_losses == full.train_losses[:6]
     assert resumed.train_losses == full.train_losses  # history carried over, then equal after 6
     assert resumed.train_losses[6:] == full.train_losses[6:] and len(resumed.train_losses) == 12
-    metrics = [json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+    metrics_file = tmp_path / "full" / "metrics.jsonl"
+    metrics = [json.loads(line) for line in metrics_file.read_text().splitlines()]
     assert {"step", "train_loss", "lr", "tokens_per_s"} <= set(metrics[1])
     assert (tmp_path / "full" / "loss.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -124,7 +131,8 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_good_checkpoint(tm
     def get_batch():
         return torch.randint(7, (8, 3)), torch.randint(7, (8,))
 
-    with pytest.raises(TrainingDivergedError, match=r"loss became nan at step 5.*last good checkpoint"):
+    message = r"loss became nan at step 5.*last good checkpoint"
+    with pytest.raises(TrainingDivergedError, match=message):
         train(BreaksAtStep5(), get_batch, quiet(max_iters=20, log_interval=1, checkpoint_interval=2,
                                                  out_dir=str(tmp_path)))
     assert load_checkpoint(tmp_path / "ckpt.pt")["step"] == 4
@@ -187,7 +195,8 @@ def test_two_process_torchrun_trains_and_only_rank_0_writes(tmp_path):
          "29517", str(script), str(tmp_path)], capture_output=True, text=True, timeout=180, env=env,
         check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "rank 0 backend gloo world 2" in done.stdout and "rank 1 backend gloo world 2" in done.stdout
+    for rank in (0, 1):
+        assert f"rank {rank} backend gloo world 2" in done.stdout
     vals = {line.split()[-1] for line in done.stdout.splitlines() if line.startswith("rank")}
     assert len(vals) == 1  # validation loss is averaged over ranks: both report the same
     assert (tmp_path / "rank0" / "ckpt.pt").exists()
