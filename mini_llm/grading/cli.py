@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mini_llm.grading.runner import Options, StudentReport, grade
+from mini_llm.grading.runner import NOT_GRADED, Options, StudentReport, grade
 
 HELP = "autograde all submissions of an assignment, under limits"
 
@@ -39,6 +39,7 @@ def summary(reports: list[StudentReport], run_problems: list[str], total: float)
 
 
 def run(args: argparse.Namespace) -> None:
+    """Grade, print the summary; a student the grader failed on makes the exit status 1."""
     if args.workers < 1 or args.timeout <= 0 or args.cell_timeout <= 0 or args.memory_mb < 256:
         raise ValueError("--workers >= 1, --timeout > 0, --cell-timeout > 0 and "
                          "--memory-mb >= 256 are required")
@@ -48,6 +49,8 @@ def run(args: argparse.Namespace) -> None:
     print(summary(reports, run_problems, assignment.auto_points))
     print(f"gradebook: {args.course_dir / 'gradebook.db'}; feedback under feedback/; "
           f"grades: grades-{args.assignment}.csv")
+    if any(NOT_GRADED in p for p in run_problems):
+        raise SystemExit(1)
 
 
 def main(argv: list[str] | None = None) -> int:

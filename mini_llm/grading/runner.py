@@ -70,6 +70,7 @@ class _Context:
 
 
 _CONTEXT: _Context | None = None
+NOT_GRADED = "was NOT graded (nothing recorded)"
 
 
 def _grade_one(student: str) -> StudentReport:
@@ -178,25 +179,30 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
         snapshot = integrity.Snapshot.take(roots, [gradebook_path])
         _CONTEXT = _Context(options, coursedir, assignment, snapshot,
                             snapshot.files[gradebook_path], released, release_files)
-        reports = _run_pool(students, options.workers)
-    run_problems = _undo_changes(snapshot, reports)
+        reports, failures = _run_pool(students, options.workers)
+    run_problems = failures + _undo_changes(snapshot, reports)
     for report in reports:
         _write_results(coursedir, assignment, notebooks[0], report, snapshot, released)
     csv_path = Path(coursedir.root) / f"grades-{options.assignment}.csv"
-    nbglue.feedback_and_export(coursedir, options.assignment, students, csv_path)
+    nbglue.feedback_and_export(coursedir, options.assignment, [r.student for r in reports],
+                               csv_path)
     return reports, run_problems, assignment
 
 
-def _run_pool(students: list[str], workers: int) -> list[StudentReport]:
-    reports = []
+def _run_pool(students: list[str], workers: int) -> tuple[list[StudentReport], list[str]]:
+    """Reports of the students graded, and a line for each the grader itself failed on."""
+    reports, failures = [], []
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context) as pool, \
             tqdm(total=len(students), desc="grading", unit="student") as bar:
         futures = {pool.submit(_grade_one, s): s for s in students}
         for future in as_completed(futures):
-            reports.append(future.result())
+            try:
+                reports.append(future.result())
+            except Exception as err:  # noqa: BLE001 - one student's failure must not stop 200
+                failures.append(f"{futures[future]} {NOT_GRADED}: {type(err).__name__}: {err}")
             bar.update()
-    return sorted(reports, key=lambda r: r.student)
+    return sorted(reports, key=lambda r: r.student), failures
 
 
 def _undo_changes(snapshot: integrity.Snapshot, reports: list[StudentReport]) -> list[str]:

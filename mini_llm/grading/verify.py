@@ -116,9 +116,12 @@ class SandboxClient:
                 f"did not finish in time and was interrupted; output: {reply.get('output', '')}"
                 [:500]) from None
         except (EOFError, OSError, wire.WireError) as err:
-            self.process.wait(timeout=5) if self.process.poll() is None else None
-            self.close(f"it died ({limits.signal_name(self.process.poll())})"
-                       if self.process.poll() is not None else f"it broke the protocol: {err}")
+            try:
+                code = self.process.wait(timeout=0 if isinstance(err, wire.WireError) else 5)
+            except subprocess.TimeoutExpired:
+                code = None
+            self.close(f"it died ({limits.signal_name(code)})" if code is not None
+                       else f"it broke the protocol: {err}")
             raise SandboxDied(self.death) from None
 
     def _reply(self, deadline: float) -> dict:
@@ -301,7 +304,11 @@ def run_test(replay: Replay, cell: Cell) -> CellResult:
     captured = CappedText()
     try:
         replay.start_cell()
-        replay.bind_graded_names()
+        try:
+            replay.bind_graded_names()
+        except (StudentError, TimeLimitExceeded) as err:
+            result.message = result.learner_message = f"{type(err).__name__}: {err}"
+            return result
         for hidden, code in cell.chunks():
             try:
                 with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
