@@ -68,6 +68,9 @@ def run_train(args) -> None:
     run = configs.resolve(args.config, args.overrides)
     data_dir = args.data or default_data_dir(run.data["corpus"])
     if not (data_dir / "meta.json").exists() and args.data is None:
+        if "RANK" in os.environ:  # several processes must not write the same files at once
+            raise ValueError(f"no prepared data in {data_dir}; under torchrun run "
+                             f"`mini-llm prepare --corpus {run.data['corpus']}` first")
         print(f"preparing {run.data['corpus']} into {data_dir} (once)")
         prepare(load_text(run.data["corpus"]), data_dir, run.data["val_fraction"])
     meta = load_meta(data_dir)

@@ -40,7 +40,13 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from mini_llm.checkpoint import load_checkpoint, rng_states, save_checkpoint, set_rng_states
+from mini_llm.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    rng_states,
+    save_checkpoint,
+    set_rng_states,
+)
 from mini_llm.device import pick_device
 
 Batches = Callable[[], tuple[torch.Tensor, torch.Tensor]]
@@ -317,8 +323,13 @@ def train(model: nn.Module, train_batches: Batches, config: TrainConfig | None =
 
 def _resume(state, model, optimizer, result, world, train_batches, val_batches):
     """Put model, optimizer, history and every random generator back as the checkpoint left them."""
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError) as err:
+        raise CheckpointError(
+            f"the checkpoint was written for a different model or optimizer ({err}); resume with "
+            "the settings it was trained with, or train into a new out_dir") from err
     result.step = state["step"]
     result.train_losses = [tuple(pair) for pair in state["history"]["train"]]
     result.val_losses = [tuple(pair) for pair in state["history"]["val"]]

@@ -52,6 +52,13 @@ def test_resume_from_the_command_line(trained_run):
     assert "done: step 25" in resumed.stdout
 
 
+def test_resuming_with_another_model_shape_is_a_clear_error(trained_run, capsys, monkeypatch):
+    monkeypatch.chdir(trained_run)
+    assert main(["train", "--data", "data", "--out", "run", "--device", "cpu", "--resume",
+                 "max_iters=30", *TINY, "n_embd=32"]) == 2
+    assert "written for a different model" in capsys.readouterr().err
+
+
 def test_prompt_character_outside_the_vocabulary(trained_run):
     done = mini_llm("sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO\u263a",
                     cwd=trained_run)
