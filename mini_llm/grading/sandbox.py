@@ -22,6 +22,7 @@ from typing import Any
 from mini_llm.grading import wire
 
 MAX_OUTPUT_CHARS = 20_000
+TRUNCATED = "more characters of output not shown"
 
 
 class CappedText(io.TextIOBase):
@@ -44,7 +45,7 @@ class CappedText(io.TextIOBase):
     def take(self) -> str:
         text = "".join(self.parts)
         if self.dropped:
-            text += f"\n[... {self.dropped:,} more characters of output not shown]"
+            text += f"\n[... {self.dropped:,} {TRUNCATED}]"
         self.parts, self.kept, self.dropped = [], 0, 0
         return text
 

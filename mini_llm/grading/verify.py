@@ -33,7 +33,7 @@ import numpy as np
 
 from mini_llm.grading import limits, wire
 from mini_llm.grading.notebook import Assignment, Cell, Submission
-from mini_llm.grading.sandbox import CappedText
+from mini_llm.grading.sandbox import TRUNCATED, CappedText
 
 INTERRUPT_GRACE_S = 3.0
 
@@ -110,7 +110,7 @@ class SandboxClient:
             try:
                 reply = self._reply(time.monotonic() + INTERRUPT_GRACE_S)
             except (TimeoutError, EOFError, OSError, wire.WireError):
-                self.close("it was stopped after ignoring an interrupt at its time limit")
+                self.close("was stopped: it ignored an interrupt at its time limit")
                 raise SandboxDied(self.death) from None
             raise TimeLimitExceeded(
                 f"did not finish in time and was interrupted; output: {reply.get('output', '')}"
@@ -120,8 +120,8 @@ class SandboxClient:
                 code = self.process.wait(timeout=0 if isinstance(err, wire.WireError) else 5)
             except subprocess.TimeoutExpired:
                 code = None
-            self.close(f"it died ({limits.signal_name(code)})" if code is not None
-                       else f"it broke the protocol: {err}")
+            self.close(f"died ({limits.signal_name(code)})" if code is not None
+                       else f"broke the protocol: {err}")
             raise SandboxDied(self.death) from None
 
     def _reply(self, deadline: float) -> dict:
@@ -130,7 +130,7 @@ class SandboxClient:
             raise wire.WireError(str(reply["failure"]))
         return reply
 
-    def close(self, reason: str = "it was closed") -> None:
+    def close(self, reason: str = "was closed") -> None:
         if self.death is None:
             self.death = reason
         limits.kill_tree(self.process.pid)
@@ -213,7 +213,8 @@ class Replay:
 
     def _send(self, message: dict) -> dict:
         if time.monotonic() >= self.notebook_deadline:
-            self.sandbox.close(f"the notebook's time limit ({self.timeout_s:g} s) was used up")
+            self.sandbox.close(f"was stopped: the notebook's time limit ({self.timeout_s:g} s) "
+                               "was used up")
         return self.sandbox.request(message, self.cell_deadline)
 
     def _encode(self, value: Any) -> Any:
@@ -371,19 +372,29 @@ def _answer(replay: Replay, cell: Cell, submission: Submission, outcome: Verific
     messages, outputs = [], []
     for source in submission.answers.get(cell.grade_id, []):
         replay.start_cell()
+        already_dead = replay.sandbox.death is not None
         try:
             ok, error, output = replay.run_in_sandbox(source)
         except TimeLimitExceeded as err:
-            ok, error, output = False, f"TimeLimitExceeded: the cell {err}", ""
+            messages.append(f"TimeLimitExceeded: the cell {err}")
             outcome.problems.append(f"cell '{cell.grade_id}' ran past its time limit and was "
                                     "interrupted")
+            continue
         except SandboxDied as err:
-            messages.append(f"The notebook's process {err} while running this cell.")
-            outcome.problems.append(f"the notebook's process {err} in cell '{cell.grade_id}'")
+            if already_dead:
+                messages.append(f"Not run: the notebook's process {err} earlier.")
+            else:
+                messages.append(f"The notebook's process {err} while running this cell.")
+                outcome.problems.append(f"the notebook's process {err} in cell "
+                                        f"'{cell.grade_id}'")
             break
         outputs.append(output)
         if not ok:
             messages.append(error)
+            first_line = error.splitlines()[0][:120] if error else "an error"
+            outcome.problems.append(f"error in cell '{cell.grade_id}': {first_line}")
+        if TRUNCATED in output:
+            outcome.problems.append(f"cell '{cell.grade_id}' printed too much; the output was cut")
     result.message = result.learner_message = "\n".join(m for m in messages if m)
     result.output = "\n".join(o for o in outputs if o)
     outcome.cells.append(result)
