@@ -144,7 +144,7 @@ def autograde_in_kernel(coursedir: CourseDirectory, assignment: Assignment, stud
         result.error = f"nbgrader autograde was stopped at the time limit ({timeout_s:g} s)"
     elif process.returncode != 0:
         tail = log.read_bytes()[-20_000:].decode(errors="replace").strip().splitlines()
-        generic = ("Please see the", "There was an error processing")
+        generic = ("Please see the", "There was an error processing", "Traceback")
         errors = [line.split("ERROR]", 1)[1] for line in tail if "[AutogradeApp | ERROR]" in line
                   and not any(g in line for g in generic)]
         result.error = (errors[0] if errors else tail[-1] if tail else "").strip()[:300]

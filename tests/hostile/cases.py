@@ -213,12 +213,12 @@ def changed_signature(kit: Kit, student: str) -> Expect:
 
 
 def patch_checks(kit: Kit, student: str) -> Expect:
+    """Every expect_* helper passes: enough to fool the notebook's own (in-kernel) tests."""
     code = ("import mini_llm.checks as _c\n"
             "for _name in [n for n in dir(_c) if n.startswith('expect_')]:\n"
-            "    setattr(_c, _name, lambda *a, **k: None)\n"
-            "_c.run = lambda fn, *a, **k: (None, 'patched')\n")
+            "    setattr(_c, _name, lambda *a, **k: None)\n")
     kit.hand_in(student, _append(kit, kit.buggy_last(), kit.answers[0], code))
-    return Expect(kit.total - kit.points_of(kit.last), f"check failed: {kit.function_of(kit.last)}(")
+    return Expect(kit.total - kit.points_of(kit.last), "tests were fooled")
 
 
 def patch_libraries(kit: Kit, student: str) -> Expect:
