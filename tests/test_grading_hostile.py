@@ -18,7 +18,7 @@ import time
 
 import pytest
 from _exercise_helpers import BIN, EXERCISES, SOLUTIONS, new_course, notebook_path, read
-from hostile.cases import ASSIGNMENT, CASES, Kit
+from hostile.cases import ASSIGNMENT, CASES, SUBMITTED_AT, Kit
 from nbgrader.api import Gradebook
 
 TIMEOUTS = ["--timeout", "60", "--cell-timeout", "6", "--memory-mb", "1024"]
@@ -91,6 +91,13 @@ def test_course_files_written_by_students_are_restored(graded):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         assert gb.find_student("alumnus").first_name == "Ada"
     assert re.search(r"gradebook\.db was changed .* restored", summary)
+
+
+def test_the_submission_time_is_recorded_as_nbgrader_reads_it(graded):
+    course, *_ = graded
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        recorded = gb.find_submission(ASSIGNMENT, "honest").timestamp
+    assert recorded.strftime("%Y-%m-%d %H:%M:%S") == SUBMITTED_AT[:19]
 
 
 def test_grades_csv_lists_every_student(graded):

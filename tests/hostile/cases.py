@@ -109,8 +109,12 @@ def _append(kit: Kit, nb, grade_id: str, code: str):
 
 
 # ----------------------------------------------------------------------------- the cases
+SUBMITTED_AT = "2026-11-29 10:00:00.000000 UTC"
+
+
 def honest(kit: Kit, student: str) -> Expect:
     kit.hand_in(student, kit.solved())
+    (kit.folder(student) / "timestamp.txt").write_text(SUBMITTED_AT)  # as nbgrader collect writes
     return Expect(kit.total, "-")
 
 
