@@ -26,7 +26,10 @@ def main():
     parser.add_argument("overrides", nargs="*", metavar="key=value", default=["block_size=1024"])
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     run = configs.resolve(args.config, args.overrides)
     torch.manual_seed(0)
