@@ -11,6 +11,7 @@ results are checked too, since several cases attack them.
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import subprocess
@@ -98,6 +99,14 @@ def test_the_submission_time_is_recorded_as_nbgrader_reads_it(graded):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         recorded = gb.find_submission(ASSIGNMENT, "honest").timestamp
     assert recorded.strftime("%Y-%m-%d %H:%M:%S") == SUBMITTED_AT[:19]
+
+
+def test_the_instructor_report_keeps_the_full_message(graded):
+    course, *_ = graded
+    report = json.loads((course / f"grading-{ASSIGNMENT}.json").read_text())
+    cells = report["students"]["hidden_failure"]["cells"]
+    failed = [c for c in cells if c["kind"] == "test" and not c["passed"]]
+    assert len(failed) == 1 and "expected:" in failed[0]["message"]
 
 
 def test_grades_csv_lists_every_student(graded):

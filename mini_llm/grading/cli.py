@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> None:
     reports, run_problems, assignment = grade(options)
     print(summary(reports, run_problems, assignment.auto_points))
     print(f"gradebook: {args.course_dir / 'gradebook.db'}; feedback under feedback/; "
-          f"grades: grades-{args.assignment}.csv")
+          f"grades: grades-{args.assignment}.csv; every check's message: "
+          f"grading-{args.assignment}.json")
     if any(NOT_GRADED in p for p in run_problems):
         raise SystemExit(1)
 

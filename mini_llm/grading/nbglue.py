@@ -90,7 +90,6 @@ class InKernel:
 
     scores: dict[str, float] = field(default_factory=dict)
     error: str = ""
-    seconds: float = 0.0
 
     @property
     def auto_score(self) -> float:
@@ -139,7 +138,7 @@ def autograde_in_kernel(coursedir: CourseDirectory, assignment: Assignment, stud
         process = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=out,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
         in_time = limits.wait_or_kill(process, start + timeout_s)
-    result = InKernel(seconds=time.monotonic() - start)
+    result = InKernel()
     if not in_time:
         result.error = f"nbgrader autograde was stopped at the time limit ({timeout_s:g} s)"
     elif process.returncode != 0:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import multiprocessing
 import os
 import shutil
@@ -183,6 +184,8 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
     run_problems = failures + _undo_changes(snapshot, reports)
     for report in reports:
         _write_results(coursedir, assignment, notebooks[0], report, snapshot, released)
+    _write_report(Path(coursedir.root) / f"grading-{options.assignment}.json", reports,
+                  run_problems)
     csv_path = Path(coursedir.root) / f"grades-{options.assignment}.csv"
     nbglue.feedback_and_export(coursedir, options.assignment, [r.student for r in reports],
                                csv_path)
@@ -219,6 +222,17 @@ def _undo_changes(snapshot: integrity.Snapshot, reports: list[StudentReport]) ->
                 report.problems.append(f"student code {change.what} {change.path.name} "
                                        "(restored)")
     return problems
+
+
+def _write_report(path: Path, reports: list[StudentReport], run_problems: list[str]) -> None:
+    """For the instructor: every check's full message (the learner's feedback is redacted)."""
+    students = {r.student: {
+        "score": r.score, "in_kernel_score": r.in_kernel.auto_score if r.in_kernel.scores
+        else None, "problems": r.problems,
+        "cells": [{"grade_id": c.grade_id, "kind": c.kind, "points": c.points,
+                   "max_points": c.max_points, "passed": c.passed, "message": c.message}
+                  for c in r.verification.cells]} for r in reports}
+    path.write_text(json.dumps({"students": students, "run_problems": run_problems}, indent=1))
 
 
 def _write_results(coursedir, assignment: Assignment, source_notebook: Path,
