@@ -76,7 +76,18 @@ class TrainConfig:
     dtype: str = "auto"  # "auto": bf16 autocast on CUDA, fp32 elsewhere; or "bf16", "fp32"
     compile: bool = False  # torch.compile the model
     seed: int = 1337
-    progress: bool = True  # show a tqdm bar
+    progress: bool = True  # show a tqdm bar (in a notebook built into the book, pass False)
+
+    def __post_init__(self):
+        at_least_one = ("max_iters", "grad_accum_steps", "eval_iters", "log_interval")
+        for name in at_least_one:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("warmup_iters", "eval_interval", "weight_decay", "grad_clip", "min_lr"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.dtype not in ("auto", "bf16", "fp32"):
+            raise ValueError(f"dtype must be 'auto', 'bf16' or 'fp32', got {self.dtype!r}")
 
 
 @dataclass
@@ -198,7 +209,7 @@ def train(model: nn.Module, train_batches: Batches, config: TrainConfig | None =
     out_dir = Path(config.out_dir) if config.out_dir else None
     writes_files = out_dir is not None and world.is_main
     checkpoint_path = out_dir / "ckpt.pt" if out_dir else None
-    checkpoint_interval = config.checkpoint_interval or config.eval_interval
+    checkpoint_interval = config.checkpoint_interval or config.eval_interval or config.max_iters
 
     torch.manual_seed(config.seed + world.rank)
     if device.type == "cuda":

@@ -85,6 +85,20 @@ def test_learning_rate_warms_up_then_follows_a_cosine_to_min_lr():
     assert learning_rate_at(500, config) == pytest.approx(0.1)
 
 
+def test_bad_settings_are_clear_errors():
+    with pytest.raises(ValueError, match="log_interval must be at least 1"):
+        TrainConfig(log_interval=0)
+    with pytest.raises(ValueError, match="dtype must be"):
+        TrainConfig(dtype="fp16")
+
+
+def test_eval_interval_zero_evaluates_and_saves_at_the_end_only(tmp_path):
+    config = quiet(max_iters=5, eval_interval=0, out_dir=str(tmp_path))
+    result = train(tiny_gpt(), batches(), config, val_batches=batches(1))
+    assert [step for step, _ in result.val_losses] == [0, 5]
+    assert load_checkpoint(tmp_path / "ckpt.pt")["step"] == 5
+
+
 def test_no_weight_decay_on_biases_norms_and_embeddings():
     model = tiny_gpt()
     optimizer = make_optimizer(model, TrainConfig(weight_decay=0.1), torch.device("cpu"))
