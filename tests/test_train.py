@@ -218,3 +218,17 @@ def test_two_process_torchrun_trains_and_only_rank_0_writes(tmp_path):
     assert len(load_checkpoint(tmp_path / "rank0" / "ckpt.pt")["ranks"]) == 2
     assert math.isfinite(float(vals.pop()))
     assert Path(tmp_path / "rank0" / "metrics.jsonl").read_text().count('"step": 6') == 2
+
+
+def test_compiled_training_matches_eager_and_saves_plain_weights(tmp_path):
+    settings = {"max_iters": 3, "eval_interval": 0, "grad_clip": 0, "out_dir": str(tmp_path)}
+    eager = train(tiny_gpt(dropout=0.0), batches(), quiet(**settings), val_batches=batches(1))
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    compiled = train(tiny_gpt(dropout=0.0), batches(), quiet(**settings, compile=True),
+                     val_batches=batches(1))
+    assert counters["stats"]["unique_graphs"] >= 1  # the model really went through the compiler
+    for (_, a), (_, b) in zip(eager.train_losses, compiled.train_losses, strict=True):
+        assert a == pytest.approx(b, abs=1e-4)
+    saved = load_checkpoint(tmp_path / "ckpt.pt")["model"]
+    assert set(saved) == set(tiny_gpt().state_dict())  # no "_orig_mod." prefixes
