@@ -105,19 +105,23 @@ class KVCache:
         self.length = 0
 
 
-def explicit_attention(q, k, v, dropout_p: float = 0.0) -> torch.Tensor:
-    """softmax(Q Kᵀ / √d_k) V, where query i may only look at keys up to its own position.
+def attention_weights(q, k) -> torch.Tensor:
+    """softmax(Q Kᵀ / √d_k) with the causal mask: how much each query position attends to each key.
 
-    q is (B, H, T, d_k); k and v are (B, H, S, d_k) with S ≥ T: the last T keys belong to the
-    queries, the first S − T are earlier tokens held in a KV cache. Dividing by √d_k keeps the
-    scores at unit scale, so the softmax does not saturate as heads get wider.
+    q is (B, H, T, d_k); k is (B, H, S, d_k) with S ≥ T: the last T keys belong to the
+    queries, the first S − T are earlier tokens held in a KV cache. Query i may only look at keys
+    up to its own position. Dividing by √d_k keeps the scores at unit scale, so the softmax does
+    not saturate as heads get wider. Each row of the (B, H, T, S) result sums to 1.
     """
     T, S = q.size(-2), k.size(-2)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     allowed = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
-    scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = F.dropout(F.softmax(scores, dim=-1), p=dropout_p)
-    return weights @ v
+    return F.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+
+
+def explicit_attention(q, k, v, dropout_p: float = 0.0) -> torch.Tensor:
+    """softmax(Q Kᵀ / √d_k) V with the causal mask, written out (see :func:`attention_weights`)."""
+    return F.dropout(attention_weights(q, k), p=dropout_p) @ v
 
 
 class CausalSelfAttention(nn.Module):
@@ -133,10 +137,14 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
 
+    def heads(self, x: torch.Tensor):
+        """Queries, keys and values of ``x`` (B, T, C), each (B, H, T, C/H): one set per head."""
+        B, T, C = x.shape
+        return self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         B, T, C = x.shape
-        # (B, T, 3·C) -> three tensors (B, H, T, C/H): one row of keys/queries/values per head.
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+        q, k, v = self.heads(x)
         if cache is not None:
             k, v = cache.append(k, v)
         dropout_p = self.dropout if self.training else 0.0
@@ -241,6 +249,21 @@ class GPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T), ignore_index=-1)
         return logits, loss
+
+    @torch.no_grad()
+    def attention_maps(self, idx: torch.Tensor) -> list[torch.Tensor]:
+        """Attention weights (B, H, T, T) of every block for ``idx``: what looks where.
+
+        Meant for plots of a model in eval mode (with dropout on, later blocks see noise).
+        """
+        T = idx.size(1)
+        x = self.token_embedding(idx) + self.position_embedding(torch.arange(T, device=idx.device))
+        maps = []
+        for block in self.blocks:
+            q, k, _ = block.attn.heads(block.ln_1(x))
+            maps.append(attention_weights(q, k))
+            x = block(x)
+        return maps
 
     def new_caches(self, batch_size: int) -> list[KVCache]:
         """Empty KV caches, one per block, that hold a whole context window."""

@@ -63,6 +63,23 @@ def test_explicit_attention_is_the_formula():
     torch.testing.assert_close(explicit_attention(q, k, v)[0, 0], expected)
 
 
+def test_attention_maps_are_causal_distributions_the_model_uses():
+    model = tiny()  # fused attention: the maps must agree with PyTorch's kernel
+    idx = torch.randint(11, (2, 9))
+    maps = model.attention_maps(idx)
+    assert len(maps) == 2 and maps[0].shape == (2, 2, 9, 9)
+    for weights in maps:
+        torch.testing.assert_close(weights.sum(-1), torch.ones(2, 2, 9))
+        assert torch.all(weights.triu(diagonal=1) == 0)  # nothing from the future
+    # Mixing block 0's values with the map reproduces that block's attention output.
+    block = model.blocks[0]
+    x = block.ln_1(model.token_embedding(idx) + model.position_embedding(torch.arange(9)))
+    _, _, v = block.attn.heads(x)
+    mixed = (maps[0] @ v).transpose(1, 2).reshape(2, 9, 24)
+    with torch.no_grad():
+        torch.testing.assert_close(block.attn.proj(mixed), block.attn(x), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("shape", [(11, 16, 2, 24), (65, 64, 4, 128), (3, 5, 1, 8)])
 def test_parameter_count_matches_the_formula(shape, bias):
