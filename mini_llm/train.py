@@ -75,6 +75,9 @@ class TrainConfig:
     device: str = "auto"
     dtype: str = "auto"  # "auto": bf16 autocast on CUDA, fp32 elsewhere; or "bf16", "fp32"
     compile: bool = False  # torch.compile the model
+    # CPU threads for PyTorch during training (None: PyTorch's default, one per core). On a
+    # machine busy with other work, 1 can be many times faster: idle threads spin waiting.
+    threads: int | None = None
     seed: int = 1337
     progress: bool = True  # show a tqdm bar (in a notebook built into the book, pass False)
 
@@ -83,6 +86,8 @@ class TrainConfig:
         for name in at_least_one:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be at least 1 (or None), got {self.threads}")
         for name in ("warmup_iters", "eval_interval", "weight_decay", "grad_clip", "min_lr"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
@@ -204,6 +209,16 @@ def train(model: nn.Module, train_batches: Batches, config: TrainConfig | None =
     tokenizer, so ``mini-llm sample`` can rebuild the model from the checkpoint alone).
     """
     config = config or TrainConfig()
+    threads_before = torch.get_num_threads()
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    try:
+        return _train(model, train_batches, config, val_batches, checkpoint_extra)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _train(model, train_batches, config, val_batches, checkpoint_extra) -> TrainResult:
     world = _Distributed(config.device)
     device = world.device
     out_dir = Path(config.out_dir) if config.out_dir else None

@@ -85,6 +85,18 @@ def test_learning_rate_warms_up_then_follows_a_cosine_to_min_lr():
     assert learning_rate_at(500, config) == pytest.approx(0.1)
 
 
+def test_threads_apply_during_training_only():
+    seen = []
+
+    def get_batch():
+        seen.append(torch.get_num_threads())
+        return torch.randint(7, (8, 3)), torch.randint(7, (8,))
+
+    before = torch.get_num_threads()
+    train(BengioMLP(), get_batch, quiet(max_iters=2, threads=before + 1))
+    assert seen == [before + 1] * 2 and torch.get_num_threads() == before
+
+
 def test_bad_settings_are_clear_errors():
     with pytest.raises(ValueError, match="log_interval must be at least 1"):
         TrainConfig(log_interval=0)
