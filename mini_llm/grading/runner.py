@@ -181,6 +181,7 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
         _CONTEXT = _Context(options, coursedir, assignment, snapshot,
                             snapshot.files[gradebook_path], released, release_files)
         reports, failures = _run_pool(students, options.workers)
+        reports = _regrade_the_killed(reports)
     run_problems = failures + _undo_changes(snapshot, reports)
     for report in reports:
         _write_results(coursedir, assignment, notebooks[0], report, snapshot, released)
@@ -206,6 +207,21 @@ def _run_pool(students: list[str], workers: int) -> tuple[list[StudentReport], l
                 failures.append(f"{futures[future]} {NOT_GRADED}: {type(err).__name__}: {err}")
             bar.update()
     return sorted(reports, key=lambda r: r.student), failures
+
+
+def _regrade_the_killed(reports: list[StudentReport]) -> list[StudentReport]:
+    """Grade again, alone, each student whose sandbox was killed by a signal the grader did
+    not send: another submission running at the same time may have done it."""
+    killed = [r.student for r in reports if r.verification.killed_from_outside]
+    if not killed:
+        return reports
+    again, failures = _run_pool(killed, workers=1)
+    redone = {r.student: r for r in again}
+    for report in again:
+        report.problems.append("its grading process was killed from outside; graded again alone")
+    for line in failures:  # keep the first result rather than lose the student
+        tqdm.write(f"regrading failed: {line}")
+    return [redone.get(r.student, r) for r in reports]
 
 
 def _undo_changes(snapshot: integrity.Snapshot, reports: list[StudentReport]) -> list[str]:

@@ -43,7 +43,12 @@ class StudentError(Exception):
 
 
 class TimeLimitExceeded(Exception):
-    """The student's code did not finish within the time it was given."""
+    """The student's code did not finish within the time it was given (``reply``: the
+    sandbox's answer after the interrupt)."""
+
+    def __init__(self, message: str, reply: dict):
+        super().__init__(message)
+        self.reply = reply
 
 
 class SandboxDied(Exception):
@@ -69,6 +74,7 @@ class CellResult:
 class Verification:
     cells: list[CellResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    killed_from_outside: bool = False  # the sandbox got a kill signal that was not ours
 
     @property
     def auto_score(self) -> float:
@@ -97,6 +103,7 @@ class SandboxClient:
         os.close(request_read)
         os.close(reply_write)
         self.death: str | None = None
+        self.killed_from_outside = False
 
     def request(self, message: dict, deadline: float) -> dict:
         """Send one request; the reply, or ``TimeLimitExceeded``/``SandboxDied``."""
@@ -114,12 +121,13 @@ class SandboxClient:
                 raise SandboxDied(self.death) from None
             raise TimeLimitExceeded(
                 f"did not finish in time and was interrupted; output: {reply.get('output', '')}"
-                [:500]) from None
+                [:500], reply) from None
         except (EOFError, OSError, wire.WireError) as err:
             try:
                 code = self.process.wait(timeout=0 if isinstance(err, wire.WireError) else 5)
             except subprocess.TimeoutExpired:
                 code = None
+            self.killed_from_outside = code in (-signal.SIGKILL, -signal.SIGTERM)
             self.close(f"died ({limits.signal_name(code)})" if code is not None
                        else f"broke the protocol: {err}")
             raise SandboxDied(self.death) from None
@@ -255,15 +263,22 @@ class Replay:
 
     # -- the cells
     def run_in_sandbox(self, source: str) -> tuple[bool, str, str]:
-        reply = self._send({"op": "cell", "source": source,
-                            "names": self.assignment.graded_names})
-        kinds = reply.get("names")
-        if isinstance(kinds, dict):
-            self.kinds = {k: v for k, v in kinds.items() if k in self.assignment.graded_names}
+        try:
+            reply = self._send({"op": "cell", "source": source,
+                                "names": self.assignment.graded_names})
+        except TimeLimitExceeded as err:  # what the cell defined before the interrupt counts
+            self._note_kinds(err.reply)
+            raise
+        self._note_kinds(reply)
         output = str(reply.get("output", ""))
         if "raised" in reply:
             return False, str(rebuild_exception(reply["raised"])), output
         return bool(reply.get("ok")), str(reply.get("error") or ""), output
+
+    def _note_kinds(self, reply: dict) -> None:
+        kinds = reply.get("names")
+        if isinstance(kinds, dict):
+            self.kinds = {k: v for k, v in kinds.items() if k in self.assignment.graded_names}
 
     def bind_graded_names(self) -> None:
         """Point the trusted namespace at the learner's current definitions."""
@@ -348,6 +363,7 @@ def verify(assignment: Assignment, submission: Submission, workdir: Path, limit:
                 outcome.cells.append(CellResult(cell.grade_id, "manual", 0.0, cell.points))
     finally:
         replay.sandbox.close()
+    outcome.killed_from_outside = replay.sandbox.killed_from_outside
     return outcome
 
 

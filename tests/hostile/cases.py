@@ -248,6 +248,26 @@ def writes_course_files(kit: Kit, student: str) -> Expect:
     return Expect(kit.total, "restored")
 
 
+def kills_other_students(kit: Kit, student: str) -> Expect:
+    """After a correct answer, SIGKILLs every other grading sandbox it can see, until stopped.
+
+    Whoever was being graded at the same time must still get an honest score (the grader
+    grades them again alone); this student's own cell is interrupted at its time limit."""
+    code = ("import os, signal, time\n"
+            "_end = time.time() + 60\n"
+            "while time.time() < _end:\n"
+            "    for _pid in filter(str.isdigit, os.listdir('/proc')):\n"
+            "        try:\n"
+            "            _cmd = open(f'/proc/{_pid}/cmdline', 'rb').read()\n"
+            "            if b'mini_llm.grading.sandbox' in _cmd and int(_pid) != os.getpid():\n"
+            "                os.kill(int(_pid), signal.SIGKILL)\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "    time.sleep(0.02)\n")
+    kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
+    return Expect(kit.total, "ran past its time limit")
+
+
 def not_json(kit: Kit, student: str) -> Expect:
     (kit.folder(student) / f"{ASSIGNMENT}.ipynb").write_bytes(b"\x00 this is not JSON {")
     return Expect(0.0, "not a readable notebook")
@@ -315,7 +335,7 @@ def reordered(kit: Kit, student: str) -> Expect:
 CASES = [honest, blank, infinite_loop, sys_exit, os_exit, segfault, memory_hog, print_50mb,
          deleted_test, test_edited_to_pass, points_raised, grade_id_renamed,
          solution_marked_as_test, renamed_function, changed_signature, patch_checks,
-         patch_libraries, writes_course_files, not_json, nbformat_v3, missing_notebook,
+         patch_libraries, writes_course_files, kills_other_students, not_json, nbformat_v3, missing_notebook,
          extra_files, kernel_name, prefilled_outputs, split_cells, reordered]
 
 
