@@ -22,7 +22,7 @@ from _exercise_helpers import BIN, EXERCISES, SOLUTIONS, new_course, notebook_pa
 from hostile.cases import ASSIGNMENT, CASES, SUBMITTED_AT, Kit
 from nbgrader.api import Gradebook
 
-TIMEOUTS = ["--timeout", "60", "--cell-timeout", "6", "--memory-mb", "1024"]
+TIMEOUTS = ["--timeout", "90", "--cell-timeout", "10", "--memory-mb", "1024"]
 
 
 @pytest.fixture(scope="module")

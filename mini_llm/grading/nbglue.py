@@ -178,8 +178,9 @@ def timestamp(text: bytes | None):
 
 def record(coursedir: CourseDirectory, assignment: Assignment, student: str, when,
            verification: Verification, answers: dict[str, list[str]],
-           released: dict[str, str]) -> None:
-    """Write one student's trusted scores into the gradebook, as nbgrader's autograde would."""
+           released: dict[str, str], review: set[str]) -> None:
+    """Write one student's trusted scores into the gradebook, as nbgrader's autograde would;
+    the test cells in ``review`` are marked as needing a person."""
     name, notebook = assignment.name, assignment.notebook
     warnings.filterwarnings("ignore", category=SAWarning)  # nbgrader's own, on every submission
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
@@ -190,7 +191,8 @@ def record(coursedir: CourseDirectory, assignment: Assignment, student: str, whe
             if cell.kind == "test":
                 grade = gb.find_grade(cell.grade_id, notebook, name, student)
                 grade.auto_score = by_id[cell.grade_id].points if cell.grade_id in by_id else 0.0
-                grade.needs_manual_grade = grade.manual_score is not None
+                grade.needs_manual_grade = (grade.manual_score is not None
+                                            or cell.grade_id in review)
             elif cell.kind == "manual":
                 grade = gb.find_grade(cell.grade_id, notebook, name, student)
                 copies = answers.get(cell.grade_id, [])

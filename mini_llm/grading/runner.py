@@ -106,15 +106,8 @@ def _grade_one(student: str) -> StudentReport:
     if extra:
         report.problems.append("extra files ignored: " + ", ".join(extra[:5])
                                + (" ..." if len(extra) > 5 else ""))
-    failed = [c.grade_id for c in verification.cells if c.kind == "test" and not c.passed]
-    if failed:
-        report.problems.append("failed: " + ", ".join(failed))
     if in_kernel.error:
         report.problems.append(f"in-kernel run: {in_kernel.error}")
-    if in_kernel.scores and in_kernel.auto_score > verification.auto_score:
-        report.problems.append(
-            f"the in-kernel run claimed {in_kernel.auto_score:g} points but the trusted check "
-            f"gives {verification.auto_score:g}: the notebook's own tests were fooled")
     return report
 
 
@@ -180,11 +173,20 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
         snapshot = integrity.Snapshot.take(roots, [gradebook_path])
         _CONTEXT = _Context(options, coursedir, assignment, snapshot,
                             snapshot.files[gradebook_path], released, release_files)
+        unverifiable = _unverifiable_cells(assignment, options, Path(scratch))
         reports, failures = _run_pool(students, options.workers)
         reports = _regrade_the_killed(reports)
-    run_problems = failures + _undo_changes(snapshot, reports)
     for report in reports:
-        _write_results(coursedir, assignment, notebooks[0], report, snapshot, released)
+        _settle(report, unverifiable)
+    run_problems = failures + _undo_changes(snapshot, reports)
+    if unverifiable:
+        run_problems.append(
+            "the trusted replay cannot check " + ", ".join(sorted(unverifiable)) + " (the "
+            "reference solution fails them there, e.g. objects passed between test and answer): "
+            "nbgrader's in-kernel result is used for them and flagged for manual review")
+    for report in reports:
+        _write_results(coursedir, assignment, notebooks[0], report, snapshot, released,
+                       unverifiable)
     _write_report(Path(coursedir.root) / f"grading-{options.assignment}.json", reports,
                   run_problems)
     csv_path = Path(coursedir.root) / f"grades-{options.assignment}.csv"
@@ -207,6 +209,45 @@ def _run_pool(students: list[str], workers: int) -> tuple[list[StudentReport], l
                 failures.append(f"{futures[future]} {NOT_GRADED}: {type(err).__name__}: {err}")
             bar.update()
     return sorted(reports, key=lambda r: r.student), failures
+
+
+def _unverifiable_cells(assignment: Assignment, options: Options, scratch: Path) -> set[str]:
+    """Test cells the trusted replay cannot judge: those the reference solution fails there.
+
+    This is a property of the assignment, decided before any submission is seen, so a
+    submission cannot choose to fall back to the in-kernel result it controls."""
+    reference = Submission(answers={c.grade_id: [c.source] for c in assignment.cells
+                                    if c.kind in ("answer", "manual")})
+    (scratch / "reference").mkdir()
+    slack = 4  # trusted code: a busy machine must not make a slow reference look unverifiable
+    limit = limits.Limits(memory_mb=options.memory_mb, cpu_s=int(options.timeout_s) * slack)
+    outcome = verify(assignment, reference, scratch / "reference", limit,
+                     options.timeout_s * slack, options.cell_timeout_s * slack, [])
+    return {c.grade_id for c in outcome.cells if c.kind == "test" and not c.passed}
+
+
+def _settle(report: StudentReport, unverifiable: set[str]) -> None:
+    """Final scores: cells the replay cannot judge take nbgrader's in-kernel score (flagged);
+    then the failed tests, and whether nbgrader's own run claimed more than the trusted one."""
+    fallback = [c for c in report.verification.cells if c.grade_id in unverifiable]
+    for cell in fallback:
+        cell.points = min(report.in_kernel.scores.get(cell.grade_id, 0.0), cell.max_points)
+        cell.passed = None
+        cell.message = "graded by nbgrader's in-kernel run only (flagged for review)"
+        cell.learner_message = ("This check was graded by running your notebook; "
+                                "a person will review it.")
+    failed = [c.grade_id for c in report.verification.cells
+              if c.kind == "test" and c.passed is False]
+    if failed:
+        report.problems.append("failed: " + ", ".join(failed))
+    if fallback:
+        report.problems.append("in-kernel score used, flagged for review: "
+                               + ", ".join(c.grade_id for c in fallback))
+    in_kernel, trusted = report.in_kernel, report.verification.auto_score
+    if in_kernel.scores and in_kernel.auto_score > trusted:
+        report.problems.append(
+            f"the in-kernel run claimed {in_kernel.auto_score:g} points but the trusted check "
+            f"gives {trusted:g}: the notebook's own tests were fooled")
 
 
 def _regrade_the_killed(reports: list[StudentReport]) -> list[StudentReport]:
@@ -253,11 +294,11 @@ def _write_report(path: Path, reports: list[StudentReport], run_problems: list[s
 
 def _write_results(coursedir, assignment: Assignment, source_notebook: Path,
                    report: StudentReport, snapshot: integrity.Snapshot,
-                   released: dict[str, str]) -> None:
+                   released: dict[str, str], review: set[str]) -> None:
     submitted = nbglue.folder(coursedir, "submitted", report.student, assignment.name)
     when = nbglue.timestamp(snapshot.files.get(submitted / "timestamp.txt"))
     nbglue.record(coursedir, assignment, report.student, when, report.verification,
-                  report.submission.answers, released)
+                  report.submission.answers, released, review)
     source_nb = nbformat.reads(snapshot.files[source_notebook].decode(), as_version=4)
     graded = feedback.graded_notebook(source_nb, assignment, report.submission.answers,
                                       report.verification, report.problems)
