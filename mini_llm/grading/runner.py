@@ -3,11 +3,14 @@
 1. Read, before any student code runs: the source notebook, the gradebook, the assignment's
    folders and every submission (:mod:`.integrity`); import the modules the tests use, so a
    submission that rewrites them on disk cannot change the checking code of this run.
-2. Grade each student in a worker process: nbgrader's in-kernel autograde in a private copy of
-   the course (shown, never recorded), then the trusted replay (:mod:`.verify`).
-3. When all student processes are gone: undo any change they made to the course, record the
-   trusted scores (nbgrader's gradebook API), write the learner-safe graded notebooks, and run
-   nbgrader's feedback and CSV export. Print a summary with each student's problems.
+2. Replay the reference solution once: test cells it fails in the replay cannot be judged
+   there (they share objects with the answer code) and are settled by nbgrader, flagged.
+3. Grade each student in a worker process: nbgrader's in-kernel autograde in a private copy of
+   the course (shown, never recorded), then the trusted replay (:mod:`.verify`). A student
+   whose sandbox was killed from outside is graded again, alone, at the end.
+4. When all student processes are gone: undo any change they made to the course, record the
+   trusted scores (nbgrader's gradebook API), write the learner-safe graded notebooks and the
+   instructor's JSON report, run nbgrader's feedback and CSV export, print the summary.
 """
 
 from __future__ import annotations
