@@ -1,12 +1,17 @@
-"""The ``grade`` command: arguments, the run, and the summary table."""
+"""The ``grade`` command: arguments, the run, and the summary table.
+
+nbgrader and the grading machinery are imported only when the command runs, so that
+``mini-llm train`` works without the ``grading`` extra installed."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mini_llm.grading.runner import NOT_GRADED, Options, StudentReport, grade
+if TYPE_CHECKING:
+    from mini_llm.grading.runner import StudentReport
 
 HELP = "autograde all submissions of an assignment, under limits"
 
@@ -40,6 +45,8 @@ def summary(reports: list[StudentReport], run_problems: list[str], total: float)
 
 def run(args: argparse.Namespace) -> None:
     """Grade, print the summary; a student the grader failed on makes the exit status 1."""
+    from mini_llm.grading.runner import NOT_GRADED, Options, grade
+
     if args.workers < 1 or args.timeout <= 0 or args.cell_timeout <= 0 or args.memory_mb < 256:
         raise ValueError("--workers >= 1, --timeout > 0, --cell-timeout > 0 and "
                          "--memory-mb >= 256 are required")
