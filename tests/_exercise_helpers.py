@@ -1,22 +1,26 @@
 """Helpers for the exercise tests: nbgrader in a throw-away course directory, cell lookup.
 
-Used by test_exercises_sync.py, test_autograde.py and test_buggy_implementations.py.
+Used by test_exercises_sync.py, test_autograde.py and test_hidden_tests.py.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import nbformat
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "solutions"
 EXERCISES = REPO / "exercises"
 BIN = Path(sys.executable).parent
+BUGGY = REPO / "tests" / "buggy"
 ASSIGNMENTS = sorted(p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").exists())
 
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -109,3 +113,22 @@ def reference_answer(source: str) -> str:
     return "\n".join(
         line for line in source.splitlines() if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION)
     )
+
+
+def bug_module(assignment: str) -> ModuleType | None:
+    """``tests/buggy/<assignment>.py`` (REFERENCE, BUGS, ALTERNATIVES), or None if there is none."""
+    if not (BUGGY / f"{assignment}.py").is_file():
+        return None
+    return importlib.import_module(f"buggy.{assignment}")
+
+
+def check_failure(code: str, part: str, implementation) -> str | None:
+    """Run test-cell code with ``implementation`` bound to the name ``part``: the message of the
+    AssertionError it raises, or None when every check passes."""
+    namespace = {"__name__": "__exercise__", part: implementation}
+    with np.errstate(all="ignore"):
+        try:
+            exec(compile(code, f"<{part}_tests>", "exec"), namespace)  # noqa: S102 - our notebook
+        except AssertionError as err:
+            return str(err)
+    return None

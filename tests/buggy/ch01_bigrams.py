@@ -2,7 +2,7 @@
 
 Each function carries the name of the exercise function it answers (``__name__``), as a
 learner's own function would, and is registered in ``BUGS[name]`` with a one-line description.
-``tests/test_buggy_implementations.py`` checks that the notebook's hidden tests fail every one of
+``tests/test_hidden_tests.py`` checks that the notebook's hidden tests fail every one of
 them with a teaching message, while the reference implementation passes. ``ALTERNATIVES`` (at
 the end) holds correct answers written differently from the reference (plain loops, log space,
 an inverse-CDF sampler), which the hidden tests must accept.
@@ -12,41 +12,25 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
 
 import numpy as np
 
-BUGS: dict[str, dict[str, Callable]] = {}
-"""exercise function name -> {bug id -> buggy function}"""
+from ._registry import checked_ids, new_registry
 
+REFERENCE = ("mini_llm.ngram",)
+"""the mini_llm modules that hold the reference of each graded part"""
 
-def bug(name: str, bug_id: str, description: str) -> Callable[[Callable], Callable]:
-    """Register a buggy version of the exercise function ``name``."""
-
-    def register(fn: Callable) -> Callable:
-        fn.__name__ = fn.__qualname__ = name
-        fn.__doc__ = description
-        BUGS.setdefault(name, {})[bug_id] = fn
-        return fn
-
-    return register
+BUGS, ALTERNATIVES, bug, correct = new_registry()
 
 
 # --------------------------------------------------------------------------- count_bigrams
-
-
-def _checked(ids, vocab_size):
-    ids = np.asarray(ids, dtype=np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ValueError("token id outside the vocabulary")
-    return ids
 
 
 @bug("count_bigrams", "drops_last_pair", "range(len(ids) - 2): the last pair is never counted")
 def _(sequences, vocab_size):
     counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
     for sequence in sequences:
-        ids = _checked(sequence, vocab_size)
+        ids = checked_ids(sequence, vocab_size)
         for t in range(len(ids) - 2):
             counts[ids[t], ids[t + 1]] += 1
     return counts
@@ -54,7 +38,9 @@ def _(sequences, vocab_size):
 
 @bug("count_bigrams", "across_sequences", "concatenates the sequences, counting boundary pairs")
 def _(sequences, vocab_size):
-    ids = _checked(np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]), vocab_size)
+    ids = checked_ids(
+        np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]), vocab_size
+    )
     counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
     np.add.at(counts, (ids[:-1], ids[1:]), 1)
     return counts
@@ -64,7 +50,7 @@ def _(sequences, vocab_size):
 def _(sequences, vocab_size):
     counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
     for sequence in sequences:
-        ids = _checked(sequence, vocab_size)
+        ids = checked_ids(sequence, vocab_size)
         np.add.at(counts, (ids[1:], ids[:-1]), 1)
     return counts
 
@@ -75,7 +61,7 @@ def _(sequences, vocab_size):
 def _(sequences, vocab_size):
     counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
     for sequence in sequences:
-        ids = _checked(sequence, vocab_size)
+        ids = checked_ids(sequence, vocab_size)
         counts[ids[:-1], ids[1:]] += 1
     return counts
 
@@ -366,18 +352,6 @@ def _(sequences, transition_probs):
 
 # ------------------------------------------------------- correct, but not like the reference
 # Plain-Python versions a learner may well write: the hidden tests must accept them too.
-
-ALTERNATIVES: dict[str, dict[str, Callable]] = {}
-"""exercise function name -> {id -> a correct implementation written differently}"""
-
-
-def correct(name: str, alt_id: str) -> Callable[[Callable], Callable]:
-    def register(fn: Callable) -> Callable:
-        fn.__name__ = fn.__qualname__ = name
-        ALTERNATIVES.setdefault(name, {})[alt_id] = fn
-        return fn
-
-    return register
 
 
 @correct("count_bigrams", "nested_lists")

@@ -7,35 +7,18 @@ the notebook must fail every one of them while the reference passes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-BUGS: dict[str, dict[str, Callable]] = {}
-"""exercise function name -> {bug id -> buggy function}"""
+from ._registry import checked_ids, new_registry
 
+REFERENCE = ("mini_llm.smoothing", "mini_llm.evaluation")
+"""the mini_llm modules that hold the reference of each graded part"""
 
-def bug(name: str, bug_id: str, description: str) -> Callable[[Callable], Callable]:
-    """Register a buggy version of the exercise function ``name``."""
-
-    def register(fn: Callable) -> Callable:
-        fn.__name__ = fn.__qualname__ = name
-        fn.__doc__ = description
-        BUGS.setdefault(name, {})[bug_id] = fn
-        return fn
-
-    return register
+BUGS, ALTERNATIVES, bug, correct = new_registry()
 
 
 # ---------------------------------------------------------------------------- ngram_counts
-
-
-def _checked(sequence, vocab_size):
-    ids = np.asarray(sequence, dtype=np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ValueError("token id outside the vocabulary")
-    return ids
 
 
 def _table(grams, vocab_size):
@@ -59,27 +42,27 @@ def _order(n):
 @bug("ngram_counts", "no_padding", "keeps the single <s>: short names and first letters lose n-grams")
 def _(sequences, n, vocab_size, bos_id=0):
     _order(n)
-    return _table(_windows([_checked(s, vocab_size) for s in sequences], n), vocab_size)
+    return _table(_windows([checked_ids(s, vocab_size) for s in sequences], n), vocab_size)
 
 
 @bug("ngram_counts", "across_sequences", "pads once and concatenates: n-grams span two names")
 def _(sequences, n, vocab_size, bos_id=0):
     _order(n)
-    ids = np.concatenate([_checked(s, vocab_size)[1:] for s in sequences])
+    ids = np.concatenate([checked_ids(s, vocab_size)[1:] for s in sequences])
     return _table(_windows([np.concatenate([np.full(n - 1, bos_id), ids])], n), vocab_size)
 
 
 @bug("ngram_counts", "unigram_keeps_bos", "pads with n - 1 extra <s>, keeping the original one")
 def _(sequences, n, vocab_size, bos_id=0):
     _order(n)
-    padded = [np.concatenate([np.full(n - 1, bos_id), _checked(s, vocab_size)]) for s in sequences]
+    padded = [np.concatenate([np.full(n - 1, bos_id), checked_ids(s, vocab_size)]) for s in sequences]
     return _table(_windows(padded, n), vocab_size)
 
 
 @bug("ngram_counts", "fancy_index_increment", "counts[rows, targets] += 1: repeats add once")
 def _(sequences, n, vocab_size, bos_id=0):
     _order(n)
-    padded = [np.concatenate([np.full(n - 1, bos_id), _checked(s, vocab_size)[1:]])
+    padded = [np.concatenate([np.full(n - 1, bos_id), checked_ids(s, vocab_size)[1:]])
               for s in sequences]
     grams = _windows(padded, n)
     contexts, row = np.unique(grams[:, :-1], axis=0, return_inverse=True)
@@ -93,7 +76,7 @@ def _(sequences, n, vocab_size, bos_id=0):
     _order(n)
     table: dict[tuple, np.ndarray] = {}
     for s in sequences:
-        padded = [bos_id] * (n - 1) + _checked(s, vocab_size)[1:].tolist()
+        padded = [bos_id] * (n - 1) + checked_ids(s, vocab_size)[1:].tolist()
         for i in range(len(padded) - n + 1):
             row = table.setdefault(tuple(padded[i:i + n - 1]), np.zeros(vocab_size, np.int64))
             row[padded[i + n - 1]] += 1
@@ -104,7 +87,7 @@ def _(sequences, n, vocab_size, bos_id=0):
 @bug("ngram_counts", "drops_last_gram", "range(len(padded) - n): the n-gram ending in </s> is lost")
 def _(sequences, n, vocab_size, bos_id=0):
     _order(n)
-    padded = [np.concatenate([np.full(n - 1, bos_id), _checked(s, vocab_size)[1:]])
+    padded = [np.concatenate([np.full(n - 1, bos_id), checked_ids(s, vocab_size)[1:]])
               for s in sequences]
     return _table(_windows([p[:-1] for p in padded], n), vocab_size)
 

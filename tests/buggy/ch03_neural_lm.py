@@ -7,28 +7,18 @@ tests of the notebook must fail every one of them while the reference passes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from mini_llm.mlp_lm import MLPLanguageModel as Reference
 
-BUGS: dict[str, dict[str, Callable]] = {}
-"""exercise part name -> {bug id -> buggy function or class}"""
+from ._registry import new_registry
 
+REFERENCE = ("mini_llm.mlp_lm",)
+"""the mini_llm modules that hold the reference of each graded part"""
 
-def bug(name: str, bug_id: str, description: str) -> Callable[[Callable], Callable]:
-    """Register a buggy version of the exercise part ``name``."""
-
-    def register(fn: Callable) -> Callable:
-        fn.__name__ = fn.__qualname__ = name
-        fn.__doc__ = description
-        BUGS.setdefault(name, {})[bug_id] = fn
-        return fn
-
-    return register
+BUGS, ALTERNATIVES, bug, correct = new_registry()
 
 
 # -------------------------------------------------------------------- context_target_pairs

@@ -1,0 +1,269 @@
+"""The hidden tests of every assignment catch realistic mistakes and explain them.
+
+For every assignment in solutions/ (each graded part is a function or class that a
+``<part>_impl`` cell defines and a ``<part>_tests`` cell checks), the tests of the SOLUTION
+notebook run in-process:
+
+* the reference in ``mini_llm`` (the modules named by ``REFERENCE`` in the bug file; the
+  notebook's parts are drop-in replacements for them, with the same signatures) and the
+  notebook's own solution pass the visible and the hidden tests;
+* every known-buggy implementation in ``tests/buggy/<assignment>.py`` fails the hidden tests with
+  an ``AssertionError`` whose message names the call and says what was expected, what came back,
+  and a hint; for every part some bug gets past the visible tests (the hidden ones add something);
+* every correct implementation written differently (``ALTERNATIVES``) passes.
+
+A new assignment joins by adding ``tests/buggy/<assignment>.py`` (see ``tests/buggy/_registry.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+
+import numpy as np
+import pytest
+import torch
+from _exercise_helpers import (
+    ASSIGNMENTS,
+    EXERCISES,
+    SOLUTIONS,
+    bug_module,
+    cell_by_grade_id,
+    check_failure,
+    graded_parts,
+    notebook_path,
+    read,
+    reference_answer,
+    split_test_cell,
+)
+
+NOTEBOOKS = {a: read(notebook_path(SOLUTIONS, a)) for a in ASSIGNMENTS}
+MODULES = {a: bug_module(a) for a in ASSIGNMENTS}
+"""assignment -> its tests/buggy module, None where it is missing (a failure below)"""
+COVERED = [a for a in ASSIGNMENTS if MODULES[a] is not None]
+
+PARTS = [(a, part) for a in COVERED for part in graded_parts(NOTEBOOKS[a])]
+CASES = [(a, part, b) for a, part in PARTS for b in MODULES[a].BUGS.get(part, {})]
+ALTERNATIVES = [
+    (a, part, alt) for a, part in PARTS for alt in MODULES[a].ALTERNATIVES.get(part, {})
+]
+ALTERNATIVES_REQUIRED = {"ch01_bigrams"}
+"""assignments whose every part must have a correct alternative (others may have some)"""
+
+
+def _ids(cases) -> list[str]:
+    return ["-".join(case) for case in cases]
+
+
+def _bugs(assignment: str, part: str) -> dict:
+    return MODULES[assignment].BUGS[part]
+
+
+def _tests(assignment: str, part: str) -> tuple[str, str]:
+    """(visible, hidden) tests of ``part`` in the solution notebook."""
+    return split_test_cell(cell_by_grade_id(NOTEBOOKS[assignment], f"{part}_tests").source)
+
+
+def _package_function(assignment: str, part: str):
+    names = MODULES[assignment].REFERENCE
+    for name in names:
+        module = importlib.import_module(name)
+        if hasattr(module, part):
+            return getattr(module, part)
+    raise AssertionError(f"{assignment}: {part} is in none of the REFERENCE modules {names}")
+
+
+def _notebook_function(assignment: str, part: str, folder=SOLUTIONS):
+    """The part as the answer cell of the solution (or, from EXERCISES, the release) defines it."""
+    namespace: dict = {"np": np, "torch": torch, "nn": torch.nn, "F": torch.nn.functional}
+    notebook = (
+        NOTEBOOKS[assignment] if folder == SOLUTIONS else read(notebook_path(folder, assignment))
+    )
+    source = cell_by_grade_id(notebook, f"{part}_impl").source
+    exec(reference_answer(source), namespace)  # noqa: S102 - our own notebook
+    return namespace[part]
+
+
+def _parameters(fn) -> list[tuple]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+# ------------------------------------------------------------------------- every assignment
+
+
+def test_there_are_assignments():
+    assert {"ch01_bigrams", "ch02_ngrams", "ch03_neural_lm"} <= set(ASSIGNMENTS)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_graded_part_has_at_least_two_known_bugs(assignment):
+    module = MODULES[assignment]
+    assert module is not None, f"add tests/buggy/{assignment}.py (see tests/buggy/_registry.py)"
+    parts = graded_parts(NOTEBOOKS[assignment])
+    assert parts, f"{assignment}: no graded parts"
+    # The bug file lists the parts in notebook order: a renamed, dropped, added or moved part
+    # is noticed here.
+    assert list(module.BUGS) == parts, (
+        f"{assignment}: bugs registered for {list(module.BUGS)}, graded parts are {parts}"
+    )
+    for part in parts:
+        assert len(module.BUGS[part]) >= 2, f"{assignment}.{part}: need two buggy implementations"
+    assert set(module.ALTERNATIVES) <= set(parts), (
+        f"alternatives for parts that are not graded: {set(module.ALTERNATIVES) - set(parts)}"
+    )
+    assert module.REFERENCE and all(n.startswith("mini_llm.") for n in module.REFERENCE)
+
+
+@pytest.mark.parametrize(("assignment", "part"), PARTS, ids=_ids(PARTS))
+def test_notebook_functions_have_the_package_signatures(assignment, part):
+    assert _parameters(_notebook_function(assignment, part)) == _parameters(
+        _package_function(assignment, part)
+    )
+
+
+@pytest.mark.parametrize(("assignment", "part"), PARTS, ids=_ids(PARTS))
+def test_package_and_notebook_solution_pass_visible_and_hidden_tests(assignment, part):
+    visible, hidden = _tests(assignment, part)
+    for implementation in (
+        _package_function(assignment, part),
+        _notebook_function(assignment, part),
+    ):
+        assert check_failure(visible, part, implementation) is None
+        assert check_failure(hidden, part, implementation) is None
+
+
+@pytest.mark.parametrize(("assignment", "part", "bug_id"), CASES, ids=_ids(CASES))
+def test_hidden_tests_fail_the_buggy_implementation_with_a_teaching_message(
+    assignment, part, bug_id
+):
+    buggy = _bugs(assignment, part)[bug_id]
+    message = check_failure(_tests(assignment, part)[1], part, buggy)
+    assert message is not None, (
+        f"the hidden tests of {assignment}.{part} accept the bug {bug_id!r}: {buggy.__doc__}"
+    )
+    # A teaching message: which call, what was expected, what came back, and why.
+    assert f"{part}(" in message.splitlines()[0], message
+    for label in ("expected:", "got:", "Hint:"):
+        assert label in message, f"{label!r} missing from the message for {bug_id}:\n{message}"
+
+
+@pytest.mark.parametrize(("assignment", "part"), PARTS, ids=_ids(PARTS))
+def test_some_bug_gets_past_the_visible_tests_and_only_the_hidden_ones_catch_it(assignment, part):
+    """Hidden tests are not a repeat of the visible ones."""
+    visible, _ = _tests(assignment, part)
+    slipped = [
+        b for b, fn in _bugs(assignment, part).items() if check_failure(visible, part, fn) is None
+    ]
+    assert slipped, f"{assignment}.{part}: every known bug is already caught by the visible tests"
+
+
+UNHINTED = {
+    ("ch02_ngrams", "ngram_counts"),
+    ("ch02_ngrams", "add_k_probabilities"),
+    ("ch02_ngrams", "perplexity"),
+    ("ch03_neural_lm", "context_target_pairs"),
+}
+"""parts whose test cells still have checks without a hint (known; to be given one)"""
+HINT_CASES = [
+    pytest.param(
+        a,
+        part,
+        id=f"{a}-{part}",
+        marks=[pytest.mark.xfail(strict=True, reason="checks without a hint")]
+        if (a, part) in UNHINTED
+        else [],
+    )
+    for a, part in PARTS
+]
+
+
+@pytest.mark.parametrize(("assignment", "part"), HINT_CASES)
+def test_every_check_in_the_test_cells_gives_a_hint(assignment, part):
+    """A check without a hint could fail with a bare expected/got; every one must say why."""
+    source = cell_by_grade_id(NOTEBOOKS[assignment], f"{part}_tests").source
+    calls = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id.startswith("expect_")
+    ]
+    assert calls, f"{assignment}.{part}: no checks found"
+    unhinted = [
+        ast.get_source_segment(source, c).splitlines()[0]
+        for c in calls
+        if not any(k.arg == "hint" for k in c.keywords)
+    ]
+    assert not unhinted, f"{assignment}.{part}: checks without a hint: {unhinted}"
+
+
+@pytest.mark.parametrize(("assignment", "part"), PARTS, ids=_ids(PARTS))
+def test_unwritten_part_says_so(assignment, part):
+    """The release's answer cell, untouched (it raises NotImplementedError), fails the visible
+    tests with a message that says the part is not written yet."""
+    unwritten = _notebook_function(assignment, part, folder=EXERCISES)
+    message = check_failure(_tests(assignment, part)[0], part, unwritten)
+    assert message is not None
+    assert "NotImplementedError" in message and "not written yet" in message, message
+
+
+@pytest.mark.parametrize(("assignment", "part", "alt_id"), ALTERNATIVES, ids=_ids(ALTERNATIVES))
+def test_correct_implementations_written_differently_pass(assignment, part, alt_id):
+    """Loops, plain lists, log space, an inverse-CDF sampler: any correct answer gets the points."""
+    implementation = MODULES[assignment].ALTERNATIVES[part][alt_id]
+    visible, hidden = _tests(assignment, part)
+    assert check_failure(visible, part, implementation) is None
+    assert check_failure(hidden, part, implementation) is None
+
+
+@pytest.mark.parametrize(
+    "assignment",
+    sorted(ALTERNATIVES_REQUIRED | {a for a, _, _ in ALTERNATIVES}),
+)
+def test_every_part_has_a_correct_alternative(assignment):
+    assert {part for a, part, _ in ALTERNATIVES if a == assignment} == set(
+        graded_parts(NOTEBOOKS[assignment])
+    )
+
+
+# ------------------------------------------------------------- messages of one assignment
+
+
+def test_ch01_message_for_a_dropped_last_pair_shows_expected_and_got():
+    message = check_failure(
+        _tests("ch01_bigrams", "count_bigrams")[0],
+        "count_bigrams",
+        _bugs("ch01_bigrams", "count_bigrams")["drops_last_pair"],
+    )
+    assert message.splitlines() == [
+        "count_bigrams([[0, 1, 1]], vocab_size=3)[1, 1] is wrong.",
+        "  expected: 1",
+        "  got:      0",
+        "  Hint: 1 follows 1 once. Every consecutive pair counts, including the last one.",
+    ]
+
+
+def test_ch01_message_for_nan_rows_names_the_input_and_the_fix():
+    message = check_failure(
+        _tests("ch01_bigrams", "bigram_probabilities")[1],
+        "bigram_probabilities",
+        _bugs("ch01_bigrams", "bigram_probabilities")["nan_on_empty_rows"],
+    )
+    first = message.splitlines()[0]
+    assert first.startswith("bigram_probabilities([[0, 0, 0],"), message
+    assert "nan" in message and "1 / V" in message
+
+
+def test_ch02_message_for_a_perplexity_without_the_mean():
+    message = check_failure(
+        _tests("ch02_ngrams", "perplexity")[0],
+        "perplexity",
+        _bugs("ch02_ngrams", "perplexity")["sum_not_mean"],
+    )
+    assert message.splitlines() == [
+        "perplexity([0.5, 0.5, 0.5]) is wrong.",
+        "  expected: 2.0",
+        "  got:      7.999999999999998",
+        "  Hint: every token got 1/2: as unsure as a fair coin, perplexity 2.",
+    ]
