@@ -28,6 +28,7 @@ followed by one ``expect_*`` on its result.
 from __future__ import annotations
 
 import reprlib
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -95,11 +96,15 @@ def run(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str]:
     """Call ``fn(*args, **kwargs)``; return ``(result, call-as-text)``.
 
     An exception raised by ``fn`` is turned into an ``AssertionError`` that names the call, so
-    a crash reads like any other failed check.
+    a crash reads like any other failed check. Warnings (NumPy's ``log(0)`` RuntimeWarning, say)
+    are silenced: nbgrader scores a test cell that writes to stderr as zero, and a correct answer
+    must not lose its points to a warning.
     """
     call = describe_call(fn, *args, **kwargs)
     try:
-        return fn(*args, **kwargs), call
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return fn(*args, **kwargs), call
     except NotImplementedError as err:
         raise AssertionError(
             f"{call} raised NotImplementedError: this function is not written yet.\n"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -115,3 +117,17 @@ def test_run_returns_the_result_and_turns_crashes_into_teaching_failures():
     message = _message(run, broken, 0)
     assert message.splitlines()[0] == "broken(0) raised an error."
     assert "got:      ZeroDivisionError: division by zero" in message
+
+
+def test_run_silences_warnings_of_a_correct_answer():
+    """nbgrader gives 0 to a test cell with stderr output; a harmless warning must not cost points."""
+
+    def nll_with_a_zero(p):
+        return -np.log(np.asarray(p))  # log(0) warns "divide by zero"
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result, _ = run(nll_with_a_zero, [1.0, 0.0])
+        warnings.warn("outside run() warnings still show", UserWarning)
+    assert result.tolist() == [0.0, np.inf]
+    assert [str(w.message) for w in caught] == ["outside run() warnings still show"]

@@ -158,27 +158,7 @@ def test_some_bug_gets_past_the_visible_tests_and_only_the_hidden_ones_catch_it(
     assert slipped, f"{assignment}.{part}: every known bug is already caught by the visible tests"
 
 
-UNHINTED = {
-    ("ch02_ngrams", "ngram_counts"),
-    ("ch02_ngrams", "add_k_probabilities"),
-    ("ch02_ngrams", "perplexity"),
-    ("ch03_neural_lm", "context_target_pairs"),
-}
-"""parts whose test cells still have checks without a hint (known; to be given one)"""
-HINT_CASES = [
-    pytest.param(
-        a,
-        part,
-        id=f"{a}-{part}",
-        marks=[pytest.mark.xfail(strict=True, reason="checks without a hint")]
-        if (a, part) in UNHINTED
-        else [],
-    )
-    for a, part in PARTS
-]
-
-
-@pytest.mark.parametrize(("assignment", "part"), HINT_CASES)
+@pytest.mark.parametrize(("assignment", "part"), PARTS, ids=_ids(PARTS))
 def test_every_check_in_the_test_cells_gives_a_hint(assignment, part):
     """A check without a hint could fail with a bare expected/got; every one must say why."""
     source = cell_by_grade_id(NOTEBOOKS[assignment], f"{part}_tests").source
