@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import statistics
 import time
 
@@ -21,13 +22,13 @@ from mini_llm.vocab import Vocabulary, word_tokens
 
 def count_with_counter_loop(words: list[str]) -> collections.Counter:
     counts: collections.Counter = collections.Counter()
-    for pair in zip(words, words[1:]):
+    for pair in itertools.pairwise(words):
         counts[pair] += 1
     return counts
 
 
 def count_with_counter_zip(words: list[str]) -> collections.Counter:
-    return collections.Counter(zip(words, words[1:]))
+    return collections.Counter(itertools.pairwise(words))
 
 
 def count_with_mini_llm(words: list[str], vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:

@@ -34,11 +34,11 @@ def _package_files(package: str):
 
 
 _MARKDOWN_RULES = [
-    (re.compile(r"^#+[ \t]*", re.M), ""),  # headings -> plain lines
-    (re.compile(r"^\*\*(.+?)\*\*[ \t]*$", re.M), r"\1:"),  # **SPEAKER** -> SPEAKER:
-    (re.compile(r"^_(.+)_[ \t]*$", re.M), r"\1"),  # _Enter ..._ -> Enter ...
+    (re.compile(r"^#+[ \t]*", re.MULTILINE), ""),  # headings -> plain lines
+    (re.compile(r"^\*\*(.+?)\*\*[ \t]*$", re.MULTILINE), r"\1:"),  # **SPEAKER** -> SPEAKER:
+    (re.compile(r"^_(.+)_[ \t]*$", re.MULTILINE), r"\1"),  # _Enter ..._ -> Enter ...
     (re.compile(r"\\(.)"), r"\1"),  # Markdown escapes such as \[ or \*
-    (re.compile(r"[ \t]+$", re.M), ""),  # Markdown hard line breaks (two trailing spaces)
+    (re.compile(r"[ \t]+$", re.MULTILINE), ""),  # Markdown hard line breaks (two trailing spaces)
     (re.compile(r"\n{3,}"), "\n\n"),
 ]
 

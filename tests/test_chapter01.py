@@ -21,7 +21,7 @@ from mini_llm.vocab import BOS, EOS, Vocabulary
 @pytest.fixture(scope="module")
 def page(built_book):
     raw = (built_book / "ch01_bigrams.html").read_text(encoding="utf-8")
-    text = re.sub(r"<(script|style)\b.*?</\1>", "", raw, flags=re.S)
+    text = re.sub(r"<(script|style)\b.*?</\1>", "", raw, flags=re.DOTALL)
     return raw, html.unescape(re.sub(r"<[^>]+>", "", text))
 
 
@@ -49,11 +49,11 @@ def test_sampled_names_match_the_package(page):
 
 def test_nll_table_orders_the_models_and_uses_log_27(page):
     _, text = page
-    rows = dict(
-        (model, (float(train), float(held)))
+    rows = {
+        model: (float(train), float(held))
         for model, train, held in re.findall(r"^(uniform|unigram|bigram)\s+([\d.]+)\s+([\d.]+)$",
-                                             text, flags=re.M)
-    )
+                                             text, flags=re.MULTILINE)
+    }
     assert set(rows) == {"uniform", "unigram", "bigram"}
     assert rows["uniform"][0] == pytest.approx(math.log(27), abs=5e-4)
     assert rows["bigram"][0] < rows["unigram"][0] < rows["uniform"][0]

@@ -1,6 +1,7 @@
 """The counting language model of chapter 1, checked against hand-computed cases."""
 
 import collections
+import itertools
 
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ def test_datawhale_example_in_the_seed_convention(seed):
     vocab, sequences = seed
     probs = bigram_probabilities(count_bigrams(sequences, len(vocab)))
     unigram = unigram_probabilities(sequences, len(vocab))
-    p = sequence_probability(vocab.encode("datawhale agent learns".split()), probs, unigram)
+    p = sequence_probability(vocab.encode(["datawhale", "agent", "learns"]), probs, unigram)
     assert p == pytest.approx(2 / 6 * 2 / 2 * 1 / 2)
     assert round(p, 3) == 0.167
 
@@ -41,9 +42,9 @@ def test_datawhale_example_with_boundary_tokens():
     vocab = Vocabulary.from_sequences(sentences)
     sequences = [vocab.encode_with_boundaries(s) for s in sentences]
     probs = bigram_probabilities(count_bigrams(sequences, len(vocab)))
-    framed = vocab.encode_with_boundaries("datawhale agent learns".split())
+    framed = vocab.encode_with_boundaries(["datawhale", "agent", "learns"])
     assert sequence_probability(framed, probs) == pytest.approx(1 * 1 * 0.5 * 1)
-    unseen = vocab.encode_with_boundaries("datawhale learns".split())
+    unseen = vocab.encode_with_boundaries(["datawhale", "learns"])
     assert sequence_probability(unseen, probs) == 0.0
 
 
@@ -51,7 +52,7 @@ def test_counts_match_a_counter_and_never_cross_sequences():
     rng = np.random.default_rng(1)
     sequences = [rng.integers(0, 7, size=rng.integers(0, 30)) for _ in range(40)]
     expected = collections.Counter(
-        (int(a), int(b)) for s in sequences for a, b in zip(s[:-1], s[1:])
+        (int(a), int(b)) for s in sequences for a, b in itertools.pairwise(s)
     )
     counts = count_bigrams(sequences, 7)
     assert counts.shape == (7, 7)
@@ -100,7 +101,7 @@ def test_sampling_is_reproducible_and_stops_at_the_end_token():
     # every step follows a bigram seen in training
     for s in samples:
         path = [start, *s, end] if len(s) < 100 else [start, *s]
-        assert all(probs[a, b] > 0 for a, b in zip(path[:-1], path[1:]))
+        assert all(probs[a, b] > 0 for a, b in itertools.pairwise(path))
 
 
 def test_sampling_needs_a_generator():
