@@ -65,3 +65,27 @@ def toc_docnames(toc_path: Path = BOOK_DIR / "_toc.yml") -> list[str]:
 def chapter_docnames() -> list[str]:
     """The numbered chapters (chNN_topic) listed in the toc, in order."""
     return [name for name in toc_docnames() if CHAPTER_RE.match(Path(name).name)]
+
+
+def html_text(fragment: str) -> str:
+    """The text a reader sees in an HTML fragment: tags dropped, entities decoded."""
+    import html
+
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
+
+
+def read_page(built_book: Path, docname: str) -> tuple[str, str]:
+    """A built page as (raw HTML, visible text without scripts and styles)."""
+    raw = (built_book / f"{docname}.html").read_text(encoding="utf-8")
+    return raw, html_text(re.sub(r"<(script|style)\b.*?</\1>", "", raw, flags=re.DOTALL))
+
+
+def html_tables(raw: str) -> list[list[list[str]]]:
+    """Every HTML table of a page as rows of cell texts (the header row first)."""
+    return [
+        [
+            [html_text(cell) for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.DOTALL)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, flags=re.DOTALL)
+        ]
+        for table in re.findall(r"<table[^>]*>(.*?)</table>", raw, flags=re.DOTALL)
+    ]

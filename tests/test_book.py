@@ -303,14 +303,20 @@ print("this cell runs")
 """
 
 
-def test_cell_error_fails_the_build(tmp_path):
-    """With the book's own configuration, an exception in any cell makes the build exit non-zero."""
+def throwaway_book(tmp_path: Path, page: str) -> Path:
+    """A one-page book under ``tmp_path`` with the course's own configuration and extensions."""
     book = tmp_path / "book"
     book.mkdir()
     shutil.copy(BOOK_DIR / "_config.yml", book / "_config.yml")
     shutil.copytree(BOOK_DIR / "_ext", book / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
     (book / "_toc.yml").write_text("format: jb-book\nroot: page\n")
-    (book / "page.md").write_text(ERROR_PAGE)
+    (book / "page.md").write_text(page)
+    return book
+
+
+def test_cell_error_fails_the_build(tmp_path):
+    """With the book's own configuration, an exception in any cell makes the build exit non-zero."""
+    book = throwaway_book(tmp_path, ERROR_PAGE)
 
     good = run_jupyter_book(book, timeout=300)
     assert good.returncode == 0, f"the control build failed:\n{good.stdout[-4000:]}"
@@ -345,12 +351,7 @@ print(f"package value = {module.VALUE}")
 
 def test_package_change_re_executes_unchanged_chapters(tmp_path):
     """A page whose own code did not change still shows what the *current* package computes."""
-    book = tmp_path / "book"
-    book.mkdir()
-    shutil.copy(BOOK_DIR / "_config.yml", book / "_config.yml")
-    shutil.copytree(BOOK_DIR / "_ext", book / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
-    (book / "_toc.yml").write_text("format: jb-book\nroot: page\n")
-    (book / "page.md").write_text(PACKAGE_PAGE)
+    book = throwaway_book(tmp_path, PACKAGE_PAGE)
     (tmp_path / "mini_llm").mkdir()
     html = book / "_build" / "html" / "page.html"
 

@@ -6,12 +6,12 @@ did not pick up (or a page that stopped running its code) fails.
 
 from __future__ import annotations
 
-import html
 import math
 import re
 
 import numpy as np
 import pytest
+from _book_helpers import read_page
 
 from mini_llm.corpus import load_corpus
 from mini_llm.ngram import bigram_probabilities, count_bigrams, sample_sequence
@@ -20,9 +20,7 @@ from mini_llm.vocab import BOS, EOS, Vocabulary
 
 @pytest.fixture(scope="module")
 def page(built_book):
-    raw = (built_book / "ch01_bigrams.html").read_text(encoding="utf-8")
-    text = re.sub(r"<(script|style)\b.*?</\1>", "", raw, flags=re.DOTALL)
-    return raw, html.unescape(re.sub(r"<[^>]+>", "", text))
+    return read_page(built_book, "ch01_bigrams")
 
 
 def test_datawhale_example_is_computed(page):

@@ -6,11 +6,11 @@ or a change in the package that the page did not pick up, fails.
 
 from __future__ import annotations
 
-import html
 import re
 
 import numpy as np
 import pytest
+from _book_helpers import html_tables, read_page
 
 from mini_llm.corpus import load_corpus
 from mini_llm.evaluation import perplexity, split_documents
@@ -18,22 +18,9 @@ from mini_llm.smoothing import NGramModel, fit_interpolation_weights
 from mini_llm.vocab import BOS, Vocabulary
 
 
-def _text(fragment: str) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
-
-
-def tables(raw: str) -> list[list[list[str]]]:
-    """Every HTML table of the page as rows of cell texts (the header row first)."""
-    return [[[_text(cell) for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, flags=re.DOTALL)]
-             for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, flags=re.DOTALL)]
-            for table in re.findall(r"<table[^>]*>(.*?)</table>", raw, flags=re.DOTALL)]
-
-
 @pytest.fixture(scope="module")
 def page(built_book):
-    raw = (built_book / "ch02_ngrams.html").read_text(encoding="utf-8")
-    text = _text(re.sub(r"<(script|style)\b.*?</\1>", "", raw, flags=re.DOTALL))
-    return raw, text
+    return read_page(built_book, "ch02_ngrams")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +33,7 @@ def names_split():
 
 
 def table_with(raw: str, first_header: str, column: str) -> list[list[str]]:
-    found = [t for t in tables(raw) if t and t[0][0] == first_header and column in t[0]]
+    found = [t for t in html_tables(raw) if t and t[0][0] == first_header and column in t[0]]
     assert len(found) == 1, f"expected one table with the columns {first_header!r}, {column!r}"
     return found[0]
 

@@ -7,10 +7,10 @@ validation perplexity than every n-gram, the checks of cross-entropy and autogra
 
 from __future__ import annotations
 
-import html
 import re
 
 import pytest
+from _book_helpers import html_tables, read_page
 
 from mini_llm.corpus import load_corpus
 from mini_llm.evaluation import perplexity, split_documents
@@ -18,24 +18,16 @@ from mini_llm.smoothing import NGramModel, fit_interpolation_weights
 from mini_llm.vocab import BOS, Vocabulary
 
 
-def _text(fragment: str) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
-
-
 @pytest.fixture(scope="module")
 def page(built_book):
-    raw = (built_book / "ch03_neural_lm.html").read_text(encoding="utf-8")
-    text = _text(re.sub(r"<(script|style)\b.*?</\1>", "", raw, flags=re.DOTALL))
-    return raw, text
+    return read_page(built_book, "ch03_neural_lm")
 
 
 @pytest.fixture(scope="module")
 def comparison(page):
     """The rows of the table 'model | size | train perplexity | validation perplexity'."""
     raw, _ = page
-    for table in re.findall(r"<table[^>]*>(.*?)</table>", raw, flags=re.DOTALL):
-        rows = [[_text(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, flags=re.DOTALL)]
-                for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, flags=re.DOTALL)]
+    for rows in html_tables(raw):
         if rows and rows[0] == ["model", "size", "train perplexity", "validation perplexity"]:
             return {row[0]: (row[1], float(row[2]), float(row[3])) for row in rows[1:]}
     raise AssertionError("no model comparison table on the page")
