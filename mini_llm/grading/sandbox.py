@@ -65,6 +65,7 @@ class Server:
         config = Config()
         config.HistoryManager.enabled = False
         config.InteractiveShell.colors = "nocolor"
+        config.InteractiveShell.xmode = "Plain"  # short tracebacks, quick to format
         self.shell = InteractiveShell.instance(config=config)
         self.handles: dict[int, Any] = {}
         self.output = CappedText()

@@ -35,7 +35,10 @@ from mini_llm.grading import limits, wire
 from mini_llm.grading.notebook import Assignment, Cell, Submission
 from mini_llm.grading.sandbox import TRUNCATED, CappedText
 
-INTERRUPT_GRACE_S = 3.0
+INTERRUPT_GRACE_S = 10.0
+"""Seconds an interrupted cell gets to report its KeyboardInterrupt. Generous on purpose: on a
+loaded machine a fresh process formatting its first traceback can take seconds, and a sandbox
+that answers late is killed and loses every later test."""
 
 
 class StudentError(Exception):

@@ -263,7 +263,7 @@ def kills_other_students(kit: Kit, student: str) -> Expect:
             "                os.kill(int(_pid), signal.SIGKILL)\n"
             "        except OSError:\n"
             "            pass\n"
-            "    time.sleep(0.02)\n")
+            "    time.sleep(0.1)\n")
     kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
     return Expect(kit.total, "ran past its time limit")
 
