@@ -287,13 +287,17 @@ def test_pages_with_math_use_local_mathjax(built_book, docname):
         assert_local_mathjax(built_book, soup, docname)
 
 
-ERROR_PAGE = """\
+MYST_NOTEBOOK_HEADER = """\
 ---
 jupytext:
   text_representation:
     format_name: myst
 kernelspec: {name: python3, display_name: Python 3, language: python}
 ---
+"""
+"""Front matter that makes Jupyter Book execute a Markdown page as a notebook."""
+
+ERROR_PAGE = MYST_NOTEBOOK_HEADER + """
 
 # A page with code
 
@@ -330,12 +334,7 @@ def test_cell_error_fails_the_build(tmp_path):
     assert "deliberate failure" in bad.stdout
 
 
-PACKAGE_PAGE = """---
-jupytext:
-  text_representation:
-    format_name: myst
-kernelspec: {name: python3, display_name: Python 3, language: python}
----
+PACKAGE_PAGE = MYST_NOTEBOOK_HEADER + """
 
 # A page that shows a value from the package
 
