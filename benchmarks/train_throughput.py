@@ -4,9 +4,10 @@ All models get the same shape (the ``shakespeare-char-cpu`` config unless overri
 batches, the same AdamW settings (the trainer's ``make_optimizer``) and the same step (forward,
 backward, gradient clipping, optimizer step). The peer runs twice: as GPT-2 ships
 (``activation_function="gelu_new"``, written as a chain of elementwise ops) and with
-``"gelu"``, the same function and kernel as the course model's default. They take turns in
-rounds, so load from other processes hits all alike; the script prints the median ms/step of
-each and the ratios.
+``"gelu"``, the same function and kernel as the course model's default, so that what is left
+is the course model's own engineering (its linear layers run their products in oneDNN, see
+``mini_llm/cpu_linear.py`` and ``cpu_matmul.py``). They take turns in rounds, so load from
+other processes hits all alike; the script prints the median ms/step of each and the ratios.
 
     .venv/bin/python benchmarks/train_throughput.py                 # eager
     .venv/bin/python benchmarks/train_throughput.py --compile       # both torch.compile'd

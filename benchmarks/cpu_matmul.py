@@ -1,0 +1,76 @@
+"""Linear layers of the course GPT: mini_llm's oneDNN-backed Linear against ``torch.nn.Linear``.
+
+For each linear layer of the ``shakespeare-char-cpu`` GPT (batch 12 x 64 = 768 rows), times the
+forward pass and the backward pass (gradients of input, weight and bias) of both layers on the
+same inputs, in alternating rounds, and prints median microseconds, GFLOP/s and the ratio. The
+last line is a large square product, where each library shows its peak.
+
+    .venv/bin/python benchmarks/cpu_matmul.py --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from mini_llm.cpu_linear import Linear, onednn_available
+
+ROWS = 12 * 64
+LAYERS = {  # name: (in features, out features)
+    "attention q,k,v": (128, 384),
+    "attention output": (128, 128),
+    "MLP up": (128, 512),
+    "MLP down": (512, 128),
+    "output head": (128, 82),
+}
+
+
+def step_seconds(layer: torch.nn.Module, x: torch.Tensor, upstream: torch.Tensor) -> float:
+    start = time.perf_counter()
+    layer(x).backward(upstream)
+    return time.perf_counter() - start
+
+
+def compare(rows: int, n_in: int, n_out: int, repeats: int) -> tuple[float, float]:
+    """Median seconds of forward + backward for nn.Linear and for mini_llm's Linear."""
+    torch.manual_seed(0)
+    ours = Linear(n_in, n_out)
+    plain = torch.nn.Linear(n_in, n_out)
+    plain.load_state_dict(ours.state_dict())
+    x = torch.randn(rows, n_in, requires_grad=True)
+    upstream = torch.randn(rows, n_out)
+    times = {plain: [], ours: []}
+    for _ in range(5):  # warm-up: allocator, oneDNN's kernel cache
+        for layer in times:
+            step_seconds(layer, x, upstream)
+    for _ in range(repeats):
+        for layer, samples in times.items():
+            samples.append(step_seconds(layer, x, upstream))
+    return statistics.median(times[plain]), statistics.median(times[ours])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"oneDNN available: {onednn_available()}; {torch.get_num_threads()} threads; "
+          "forward + backward, median of", args.repeats)
+    print(f"  {'layer':18s} {'shape':>16s} {'nn.Linear':>20s} {'mini_llm Linear':>20s}  ratio")
+    shapes = [(name, ROWS, *shape) for name, shape in LAYERS.items()]
+    shapes.append(("square 1024", 1024, 1024, 1024))
+    for name, rows, n_in, n_out in shapes:
+        plain, ours = compare(rows, n_in, n_out, args.repeats if rows == ROWS else 20)
+        flops = 3 * 2 * rows * n_in * n_out  # three products of rows x n_in x n_out
+        print(f"  {name:18s} {f'{rows}x{n_in}->{n_out}':>16s} "
+              f"{plain * 1e6:8.0f} us {flops / plain / 1e9:5.0f} GF/s "
+              f"{ours * 1e6:8.0f} us {flops / ours / 1e9:5.0f} GF/s  {plain / ours:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
