@@ -14,6 +14,8 @@ stay with MKL. Anything else -- other devices, other dtypes, autocast -- is plai
 
 from __future__ import annotations
 
+import platform
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -24,8 +26,14 @@ MIN_MULTIPLY_ADDS = 1 << 21
 
 
 def onednn_available() -> bool:
-    """Whether this PyTorch build can send a linear layer to oneDNN."""
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    """Whether this machine and PyTorch build can send a linear layer to oneDNN.
+
+    Only x86-64 processors: the MKL-versus-oneDNN difference is theirs, and on ARM (Apple
+    silicon, for one) PyTorch's own default is the better-tuned path.
+    """
+    return (platform.machine().lower() in ("x86_64", "amd64")
+            and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
 
 
 _ONEDNN = onednn_available()
