@@ -7,6 +7,8 @@ tests of the notebook must fail every one of them while the reference passes.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -266,3 +268,135 @@ def _(model, x, y, batch_size=4096):
         total += loss.item()
     model.train(was_training)
     return float(np.exp(total / len(x)))
+
+
+# ------------------------------------------------------- correct, but not like the reference
+# Answers a learner may well write: Python lists or Tensor.unfold for the pairs, the parameter
+# matrices used by hand, cross-entropy from log-softmax, a perplexity loop of its own. The hidden
+# tests must accept them too.
+
+
+@correct("context_target_pairs", "python_lists")
+def _(sequences, context_length, bos_id=0):
+    if context_length < 1:
+        raise ValueError("the context needs at least one token")
+    contexts, targets = [], []
+    for sequence in sequences:
+        padded = [bos_id] * context_length + [int(t) for t in sequence][1:]
+        for i in range(context_length, len(padded)):
+            contexts.append(padded[i - context_length:i])
+            targets.append(padded[i])
+    x = torch.tensor(contexts, dtype=torch.long).reshape(-1, context_length)
+    return x, torch.tensor(targets, dtype=torch.long)
+
+
+@correct("context_target_pairs", "unfold")
+def _(sequences, context_length, bos_id=0):
+    if context_length < 1:
+        raise ValueError(f"context_length = {context_length}: must be >= 1")
+    windows = [torch.zeros((0, context_length + 1), dtype=torch.long)]
+    for sequence in sequences:
+        ids = torch.as_tensor(np.asarray(sequence), dtype=torch.long)
+        padded = torch.cat([torch.full((context_length,), bos_id, dtype=torch.long), ids[1:]])
+        windows.append(padded.unfold(0, context_length + 1, 1))   # (len - context_length, n)
+    windows = torch.cat(windows)
+    return windows[:, :context_length].contiguous(), windows[:, context_length].contiguous()
+
+
+def _given_init(self, vocab_size, context_length, embedding_dim=16, hidden_dim=128):
+    """The ``__init__`` the exercise gives (the learner writes ``forward`` only)."""
+    torch.nn.Module.__init__(self)
+    self.vocab_size, self.context_length = vocab_size, context_length
+    self.embedding = torch.nn.Embedding(vocab_size, embedding_dim)
+    self.hidden = torch.nn.Linear(context_length * embedding_dim, hidden_dim)
+    self.output = torch.nn.Linear(hidden_dim, vocab_size)
+
+
+@correct("MLPLanguageModel", "parameter_matrices")
+class _(torch.nn.Module):
+    __init__ = _given_init
+
+    def forward(self, x, y=None):
+        if len(x.shape) != 2 or x.shape[1] != self.context_length:
+            raise ValueError(f"x has shape {tuple(x.shape)}: need (B, {self.context_length})")
+        rows = self.embedding.weight[x]                   # (B, n - 1, d): the rows of C
+        joined = rows.reshape(x.shape[0], -1)             # first token's vector first
+        h = torch.tanh(joined @ self.hidden.weight.T + self.hidden.bias)
+        logits = h @ self.output.weight.T + self.output.bias
+        if y is None:
+            return logits, None
+        log_probs = torch.log_softmax(logits, dim=1)
+        loss = -log_probs.gather(1, y.view(-1, 1)).mean()
+        return logits, loss
+
+
+@correct("MLPLanguageModel", "cat_per_position")
+class _(torch.nn.Module):
+    __init__ = _given_init
+
+    def forward(self, x, y=None):
+        if x.ndim != 2 or x.size(1) != self.context_length:
+            raise ValueError("x must be (batch, context_length)")
+        vectors = torch.cat([self.embedding(x[:, i]) for i in range(self.context_length)], dim=1)
+        logits = self.output(self.hidden(vectors).tanh())
+        loss = None
+        if y is not None:
+            picked = logits[torch.arange(len(y)), y]
+            loss = (torch.logsumexp(logits, dim=1) - picked).mean()
+        return logits, loss
+
+
+@correct("training_step", "grads_to_none")
+def _(model, optimizer, x, y):
+    model.train(True)
+    for parameter in model.parameters():
+        parameter.grad = None
+    loss = model(x, y)[1]
+    value = float(loss.detach())
+    loss.backward()
+    optimizer.step()
+    return value
+
+
+@correct("training_step", "model_zero_grad")
+def _(model, optimizer, x, y):
+    model.train()
+    model.zero_grad()
+    _, loss = model(x, y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+@correct("evaluate_perplexity", "log_softmax_gather")
+def _(model, x, y, batch_size=4096):
+    n = len(x)
+    if n == 0 or len(y) != n:
+        raise ValueError("x and y must hold the same, non-zero number of pairs")
+    mode = model.training
+    model.eval()
+    nll = 0.0
+    try:
+        with torch.no_grad():
+            for xb, yb in zip(torch.split(x, batch_size), torch.split(y, batch_size)):
+                log_probs = F.log_softmax(model(xb)[0].double(), dim=-1)
+                nll -= log_probs.gather(1, yb.unsqueeze(1)).sum().item()
+    finally:
+        model.train(mode)
+    return math.exp(nll / n)
+
+
+@correct("evaluate_perplexity", "inference_mode_mean_weighted")
+def _(model, x, y, batch_size=4096):
+    if len(x) != len(y) or len(y) == 0:
+        raise ValueError(f"{len(x)} contexts, {len(y)} targets")
+    was_training = model.training
+    model.eval()
+    with torch.inference_mode():
+        weighted = []                                     # each batch mean times its size
+        for start in range(0, len(x), batch_size):
+            xb, yb = x[start:start + batch_size], y[start:start + batch_size]
+            weighted.append(F.cross_entropy(model(xb)[0], yb).item() * len(yb))
+    if was_training:
+        model.train()
+    return float(np.exp(sum(weighted) / len(y)))
