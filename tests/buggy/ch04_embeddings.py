@@ -1,0 +1,424 @@
+"""Known-buggy answers to the ch04_embeddings exercise: mistakes learners really make.
+
+Same layout as ``ch01_bigrams.py``: each function carries the name of the exercise part it
+answers and is registered in ``BUGS[name]`` with a one-line description; the hidden tests of the
+notebook must fail every one of them while the reference passes. ``ALTERNATIVES`` (at the end)
+holds correct answers written differently (loops, a hand-written stable softplus, NumPy instead
+of torch), which the hidden tests must accept.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ._registry import new_registry
+
+REFERENCE = ("mini_llm.embeddings",)
+"""the mini_llm modules that hold the reference of each graded part"""
+
+BUGS, ALTERNATIVES, bug, correct = new_registry()
+
+
+def _as_pairs(centers, contexts):
+    return (np.asarray(centers, dtype=np.int64).reshape(-1),
+            np.asarray(contexts, dtype=np.int64).reshape(-1))
+
+
+# -------------------------------------------------------------------------- skipgram_pairs
+
+
+@bug("skipgram_pairs", "one_direction", "only (left, right) pairs: a word never sees its left side")
+def _(ids, window):
+    if window < 1:
+        raise ValueError("window must be at least 1")
+    ids = list(np.asarray(ids).reshape(-1))
+    centers, contexts = [], []
+    for i in range(len(ids)):
+        for j in range(i + 1, min(i + window, len(ids) - 1) + 1):
+            centers.append(ids[i])
+            contexts.append(ids[j])
+    return _as_pairs(centers, contexts)
+
+
+@bug("skipgram_pairs", "self_pairs", "distance 0 included: every word is its own context")
+def _(ids, window):
+    if window < 1:
+        raise ValueError("window must be at least 1")
+    ids = list(np.asarray(ids).reshape(-1))
+    centers, contexts = [], []
+    for i in range(len(ids)):
+        for j in range(max(0, i - window), min(len(ids), i + window + 1)):
+            centers.append(ids[i])
+            contexts.append(ids[j])
+    return _as_pairs(centers, contexts)
+
+
+@bug("skipgram_pairs", "window_off_by_one", "range(1, window): the words exactly `window` away are missed")
+def _(ids, window):
+    if window < 1:
+        raise ValueError("window must be at least 1")
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    centers, contexts = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for d in range(1, window):
+        centers += [ids[:-d], ids[d:]]
+        contexts += [ids[d:], ids[:-d]]
+    return np.concatenate(centers), np.concatenate(contexts)
+
+
+@bug("skipgram_pairs", "wraps_around", "np.roll: the last words pair with the first ones")
+def _(ids, window):
+    if window < 1:
+        raise ValueError("window must be at least 1")
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    centers, contexts = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for d in range(1, window + 1):
+        if ids.size > d:
+            centers += [ids, ids]
+            contexts += [np.roll(ids, -d), np.roll(ids, d)]
+    return np.concatenate(centers), np.concatenate(contexts)
+
+
+@bug("skipgram_pairs", "short_sequence_crash",
+     "np.concatenate of nothing: crashes on a sequence of one word")
+def _(ids, window):
+    if window < 1:
+        raise ValueError("window must be at least 1")
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    centers, contexts = [], []
+    for d in range(1, min(window, ids.size - 1) + 1):
+        centers += [ids[:-d], ids[d:]]
+        contexts += [ids[d:], ids[:-d]]
+    return np.concatenate(centers), np.concatenate(contexts)
+
+
+@bug("skipgram_pairs", "no_window_check", "window 0 quietly gives no pairs instead of ValueError")
+def _(ids, window):
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    centers, contexts = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for d in range(1, window + 1):
+        centers += [ids[:-d], ids[d:]]
+        contexts += [ids[d:], ids[:-d]]
+    return np.concatenate(centers), np.concatenate(contexts)
+
+
+# ---------------------------------------------------------------------- noise_distribution
+
+
+def _checked_counts(counts):
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.ndim != 1 or counts.size == 0 or (counts < 0).any() or counts.sum() == 0:
+        raise ValueError("bad counts")
+    return counts
+
+
+@bug("noise_distribution", "no_power", "counts / counts.sum(): the power is forgotten")
+def _(counts, power=0.75):
+    counts = _checked_counts(counts)
+    return counts / counts.sum()
+
+
+@bug("noise_distribution", "normalised_before_power",
+     "(counts / total) ** power, never renormalised: does not sum to 1")
+def _(counts, power=0.75):
+    counts = _checked_counts(counts)
+    return (counts / counts.sum()) ** power
+
+
+@bug("noise_distribution", "power_hard_coded", "counts ** 0.75 whatever `power` says")
+def _(counts, power=0.75):
+    counts = _checked_counts(counts)
+    weights = counts ** 0.75
+    return weights / weights.sum()
+
+
+@bug("noise_distribution", "zero_to_the_zero", "0 ** 0 = 1: with power 0 an unseen word is drawn")
+def _(counts, power=0.75):
+    counts = _checked_counts(counts)
+    weights = counts ** power
+    return weights / weights.sum()
+
+
+@bug("noise_distribution", "nan_for_all_zero", "no check: all-zero counts give nan, not ValueError")
+def _(counts, power=0.75):
+    counts = np.asarray(counts, dtype=np.float64)
+    weights = np.where(counts > 0, counts, 0.0) ** power * (counts > 0)
+    return weights / weights.sum()
+
+
+# ------------------------------------------------------------------ negative_sampling_loss
+
+
+@bug("negative_sampling_loss", "log_of_sigmoid",
+     "torch.log(torch.sigmoid(x)): log 0 = -inf for scores far from 0")
+def _(scores):
+    real, noise = scores[:, 0], scores[:, 1:]
+    return -(torch.log(torch.sigmoid(real)) + torch.log(torch.sigmoid(-noise)).sum(dim=1)).mean()
+
+
+@bug("negative_sampling_loss", "log_one_plus_exp",
+     "log(1 + exp(-x)) written out: exp overflows to inf for large scores")
+def _(scores):
+    softplus = lambda x: torch.log(1 + torch.exp(x))
+    return (softplus(-scores[:, 0]) + softplus(scores[:, 1:]).sum(dim=1)).mean()
+
+
+@bug("negative_sampling_loss", "epsilon_in_log",
+     "log(sigmoid(x) + 1e-10): finite, but wrong by far for scores far from 0")
+def _(scores):
+    real, noise = scores[:, 0], scores[:, 1:]
+    return -(torch.log(torch.sigmoid(real) + 1e-10)
+             + torch.log(torch.sigmoid(-noise) + 1e-10).sum(dim=1)).mean()
+
+
+@bug("negative_sampling_loss", "sum_over_rows", "sums over the batch instead of averaging")
+def _(scores):
+    real, noise = scores[:, 0], scores[:, 1:]
+    return -(F.logsigmoid(real) + F.logsigmoid(-noise).sum(dim=1)).sum()
+
+
+@bug("negative_sampling_loss", "noise_sign", "log σ(s_k) for the noise: rewards noise scores")
+def _(scores):
+    real, noise = scores[:, 0], scores[:, 1:]
+    return -(F.logsigmoid(real) + F.logsigmoid(noise).sum(dim=1)).mean()
+
+
+@bug("negative_sampling_loss", "mean_over_noise",
+     "averages the K noise terms instead of summing them")
+def _(scores):
+    real, noise = scores[:, 0], scores[:, 1:]
+    return -(F.logsigmoid(real) + F.logsigmoid(-noise).mean(dim=1)).mean()
+
+
+@bug("negative_sampling_loss", "no_minus", "returns the log-likelihood, not its negative")
+def _(scores):
+    real, noise = scores[:, 0], scores[:, 1:]
+    return (F.logsigmoid(real) + F.logsigmoid(-noise).sum(dim=1)).mean()
+
+
+# ---------------------------------------------------------------------- nearest_neighbours
+
+
+def _check_id(embeddings, *ids):
+    for i in ids:
+        if not 0 <= int(i) < len(embeddings):
+            raise ValueError(f"id {i} is not a row of the table")
+
+
+def _rows(embeddings):
+    return torch.as_tensor(embeddings, dtype=torch.float64)
+
+
+def _unit(vectors):
+    return vectors / vectors.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def _ranked(similarity, k, exclude):
+    order = [int(i) for i in np.argsort(-similarity.numpy(), kind="stable")]
+    return [i for i in order if i not in set(exclude)][:k]
+
+
+@bug("nearest_neighbours", "dot_product", "ranks by dot product: long vectors win")
+def _(embeddings, query, k=10):
+    _check_id(embeddings, query)
+    rows = _rows(embeddings)
+    return _ranked(rows @ rows[query], k, [query])
+
+
+@bug("nearest_neighbours", "query_kept", "the query is not excluded: it comes first, cosine 1")
+def _(embeddings, query, k=10):
+    _check_id(embeddings, query)
+    unit = _unit(_rows(embeddings))
+    return _ranked(unit @ unit[query], k, [])
+
+
+@bug("nearest_neighbours", "ascending", "argsort without the minus: least similar first")
+def _(embeddings, query, k=10):
+    _check_id(embeddings, query)
+    unit = _unit(_rows(embeddings))
+    order = [int(i) for i in np.argsort((unit @ unit[query]).numpy(), kind="stable")]
+    return [i for i in order if i != query][:k]
+
+
+@bug("nearest_neighbours", "euclidean", "smallest Euclidean distance instead of highest cosine")
+def _(embeddings, query, k=10):
+    _check_id(embeddings, query)
+    rows = _rows(embeddings)
+    return _ranked(-(rows - rows[query]).norm(dim=1), k, [query])
+
+
+@bug("nearest_neighbours", "drop_first",
+     "drops the first of the ranking, assuming it is the query: wrong when a word ties with it")
+def _(embeddings, query, k=10):
+    _check_id(embeddings, query)
+    unit = _unit(_rows(embeddings))
+    order = np.argsort(-(unit @ unit[query]).numpy(), kind="stable")
+    return [int(i) for i in order[1:k + 1]]
+
+
+@bug("nearest_neighbours", "no_range_check", "query -1 quietly means the last word")
+def _(embeddings, query, k=10):
+    unit = _unit(_rows(embeddings))
+    return _ranked(unit @ unit[query], k, [int(query) % len(unit)])
+
+
+# --------------------------------------------------------------------------------- analogy
+
+
+@bug("analogy", "a_minus_b", "a − b + c instead of b − a + c")
+def _(embeddings, a, b, c, k=1):
+    _check_id(embeddings, a, b, c)
+    unit = _unit(_rows(embeddings))
+    return _ranked(unit @ _unit(unit[a] - unit[b] + unit[c]), k, [a, b, c])
+
+
+@bug("analogy", "inputs_kept", "a, b and c are not excluded from the answer")
+def _(embeddings, a, b, c, k=1):
+    _check_id(embeddings, a, b, c)
+    unit = _unit(_rows(embeddings))
+    return _ranked(unit @ _unit(unit[b] - unit[a] + unit[c]), k, [])
+
+
+@bug("analogy", "not_normalised", "raw b − a + c: long vectors dominate the target")
+def _(embeddings, a, b, c, k=1):
+    _check_id(embeddings, a, b, c)
+    rows = _rows(embeddings)
+    return _ranked(_unit(rows) @ _unit(rows[b] - rows[a] + rows[c]), k, [a, b, c])
+
+
+@bug("analogy", "dot_product", "ranks the candidates by dot product, not cosine")
+def _(embeddings, a, b, c, k=1):
+    _check_id(embeddings, a, b, c)
+    rows = _rows(embeddings)
+    unit = _unit(rows)
+    return _ranked(rows @ (unit[b] - unit[a] + unit[c]), k, [a, b, c])
+
+
+@bug("analogy", "exclude_after_k", "takes the top k, then removes a, b, c: fewer than k answers")
+def _(embeddings, a, b, c, k=1):
+    _check_id(embeddings, a, b, c)
+    unit = _unit(_rows(embeddings))
+    top = _ranked(unit @ _unit(unit[b] - unit[a] + unit[c]), k, [])
+    return [i for i in top if i not in (a, b, c)]
+
+
+@bug("analogy", "no_range_check", "an id outside the table is not refused")
+def _(embeddings, a, b, c, k=1):
+    unit = _unit(_rows(embeddings))
+    ids = [int(i) % len(unit) for i in (a, b, c)]
+    return _ranked(unit @ _unit(unit[b] - unit[a] + unit[c]), k, ids)
+
+
+# ---------------------------------------------------------------------------- alternatives
+
+
+@correct("skipgram_pairs", "double_loop")
+def _(ids, window):
+    if window < 1:
+        raise ValueError(f"window = {window}: must be 1 or more")
+    words = [int(w) for w in np.asarray(ids).reshape(-1)]
+    pairs = [(words[i], words[j]) for i in range(len(words)) for j in range(len(words))
+             if i != j and abs(i - j) <= window]
+    centers = np.array([p[0] for p in pairs], dtype=np.int64)
+    contexts = np.array([p[1] for p in pairs], dtype=np.int64)
+    return centers, contexts
+
+
+@correct("noise_distribution", "frequencies_then_power")
+def _(counts, power=0.75):
+    counts = np.array(counts, dtype=float)
+    if counts.ndim != 1 or len(counts) == 0 or counts.min() < 0 or counts.max() == 0:
+        raise ValueError("need non-negative counts, not all zero")
+    shares = counts / counts.sum()          # normalising first is fine if you renormalise after
+    weights = np.zeros_like(shares)
+    seen = shares > 0
+    weights[seen] = shares[seen] ** power
+    return weights / weights.sum()
+
+
+@correct("noise_distribution", "python_loop")
+def _(counts, power=0.75):
+    counts = [float(c) for c in counts]
+    if not counts or min(counts) < 0 or sum(counts) == 0:
+        raise ValueError("counts must be non-negative and not all zero")
+    weights = [c ** power if c > 0 else 0.0 for c in counts]
+    total = sum(weights)
+    return np.array([w / total for w in weights])
+
+
+@correct("negative_sampling_loss", "softplus")
+def _(scores):
+    # -log σ(x) = softplus(-x) and -log σ(-x) = softplus(x)
+    per_row = F.softplus(-scores[:, 0]) + F.softplus(scores[:, 1:]).sum(dim=1)
+    return per_row.mean()
+
+
+@correct("negative_sampling_loss", "hand_written_stable")
+def _(scores):
+    # a stable softplus by hand: log(1 + e^x) = max(x, 0) + log1p(e^-|x|)
+    def softplus(x):
+        return torch.clamp(x, min=0) + torch.log1p(torch.exp(-x.abs()))
+
+    signs = torch.ones_like(scores)
+    signs[:, 0] = -1                        # the real pair: softplus(-s); the noise: softplus(s)
+    return softplus(signs * scores).sum() / scores.shape[0]
+
+
+@correct("negative_sampling_loss", "bce_with_logits")
+def _(scores):
+    labels = torch.zeros_like(scores)
+    labels[:, 0] = 1
+    per_entry = F.binary_cross_entropy_with_logits(scores, labels, reduction="none")
+    return per_entry.sum(dim=1).mean()
+
+
+@correct("nearest_neighbours", "numpy_sorted")
+def _(embeddings, query, k=10):
+    table = np.asarray(embeddings, dtype=np.float64)
+    if query < 0 or query >= table.shape[0]:
+        raise ValueError(f"no word {query}")
+    norms = np.linalg.norm(table, axis=1)
+    cosines = table @ table[query] / (norms * norms[query])
+    candidates = [i for i in range(len(table)) if i != query]
+    return sorted(candidates, key=lambda i: -cosines[i])[:k]
+
+
+@correct("nearest_neighbours", "cosine_similarity_topk")
+def _(embeddings, query, k=10):
+    vectors = torch.as_tensor(embeddings).float()
+    if not 0 <= query < vectors.shape[0]:
+        raise ValueError("query is not a word of the table")
+    similarity = F.cosine_similarity(vectors, vectors[query].unsqueeze(0), dim=1)
+    similarity[query] = -math.inf
+    top = torch.topk(similarity, min(k, vectors.shape[0] - 1))
+    return top.indices.tolist()
+
+
+@correct("analogy", "numpy_loops")
+def _(embeddings, a, b, c, k=1):
+    table = np.asarray(embeddings, dtype=np.float64)
+    for i in (a, b, c):
+        if not 0 <= i < len(table):
+            raise ValueError(f"word {i} is not in the table")
+    unit = [row / np.linalg.norm(row) for row in table]
+    target = unit[b] - unit[a] + unit[c]
+    target = target / np.linalg.norm(target)
+    scored = [(float(unit[i] @ target), i) for i in range(len(table)) if i not in (a, b, c)]
+    scored.sort(key=lambda pair: -pair[0])
+    return [i for _, i in scored[:k]]
+
+
+@correct("analogy", "cosine_similarity")
+def _(embeddings, a, b, c, k=1):
+    vectors = torch.as_tensor(embeddings, dtype=torch.float32)
+    if min(a, b, c) < 0 or max(a, b, c) >= len(vectors):
+        raise ValueError("a, b and c must be rows of the table")
+    unit = F.normalize(vectors, dim=1)
+    target = unit[b] - unit[a] + unit[c]            # cosine_similarity normalises it itself
+    similarity = F.cosine_similarity(unit, target.unsqueeze(0), dim=1)
+    similarity[[a, b, c]] = -2.0
+    order = torch.argsort(similarity, descending=True).tolist()
+    return [i for i in order if i not in (a, b, c)][:k]
