@@ -169,9 +169,9 @@ def _most_similar(unit_vectors: torch.Tensor, target: torch.Tensor, k: int,
                   exclude: Iterable[int]) -> list[int]:
     """Ids of the ``k`` rows with the highest cosine to ``target``; ties go to the lower id."""
     similarity = (unit_vectors @ (target / target.norm().clamp_min(1e-12))).numpy()
-    similarity[list(exclude)] = -np.inf
+    excluded = {int(i) for i in exclude}
     order = np.argsort(-similarity, kind="stable")
-    return [int(i) for i in order[:k]]
+    return [int(i) for i in order if int(i) not in excluded][:k]  # also when k >= V
 
 
 def _checked_ids(embeddings, *ids: int) -> None:
