@@ -154,3 +154,9 @@ def test_analogy_completes_a_parallelogram_and_skips_the_question_words():
     assert not {man, king, woman} & set(analogy(vectors, man, king, woman, k=2))
     with pytest.raises(ValueError, match="outside"):
         analogy(vectors, man, king, 9)
+
+
+def test_excluded_words_stay_out_even_when_k_asks_for_every_word():
+    table = torch.eye(3)
+    assert nearest_neighbours(table, 0, k=10) == [1, 2]  # ties (cosine 0) go to the lower id
+    assert analogy(torch.eye(4), 0, 1, 2, k=10) == [3]
