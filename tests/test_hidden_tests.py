@@ -48,7 +48,9 @@ CASES = [(a, part, b) for a, part in PARTS for b in MODULES[a].BUGS.get(part, {}
 ALTERNATIVES = [
     (a, part, alt) for a, part in PARTS for alt in MODULES[a].ALTERNATIVES.get(part, {})
 ]
-ALTERNATIVES_REQUIRED = {"ch01_bigrams", "ch02_ngrams", "ch03_neural_lm", "ch04_embeddings"}
+ALTERNATIVES_REQUIRED = {
+    "ch01_bigrams", "ch02_ngrams", "ch03_neural_lm", "ch04_embeddings", "ch05_rnn",
+}
 """assignments whose every part must have a correct alternative (others may have some)"""
 
 

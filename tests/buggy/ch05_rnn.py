@@ -1,0 +1,330 @@
+"""Known-buggy answers to the ch05_rnn exercise: mistakes learners really make.
+
+Same layout as ``ch01_bigrams.py``: each function carries the name of the exercise part it
+answers and is registered in ``BUGS[name]`` with a one-line description; the hidden tests of the
+notebook must fail every one of them while the reference passes. ``ALTERNATIVES`` (at the end)
+holds correct answers written differently (per-sample loops, ``torch.addmm``, NumPy instead of
+torch, all the tanh slopes first, ``torch.nn.utils.clip_grad_norm_``), which the hidden tests
+must accept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ._registry import new_registry
+
+REFERENCE = ("mini_llm.rnn",)
+"""the mini_llm modules that hold the reference of each graded part"""
+
+BUGS, ALTERNATIVES, bug, correct = new_registry()
+
+
+def _states(xs, h0, W_xh, W_hh, b_h):
+    """h_1 .. h_T as a list (a correct forward pass the backward bugs share)."""
+    h, states = h0, []
+    for t in range(xs.shape[1]):
+        h = torch.tanh(xs[:, t] @ W_xh.T + h @ W_hh.T + b_h)
+        states.append(h)
+    return states
+
+
+# -------------------------------------------------------------------------------- rnn_step
+
+
+@bug("rnn_step", "whh_not_transposed", "h_prev @ W_hh: the (out, in) recurrent matrix used as (in, out)")
+def _(x_t, h_prev, W_xh, W_hh, b_h):
+    return torch.tanh(x_t @ W_xh.T + h_prev @ W_hh + b_h)
+
+
+@bug("rnn_step", "forgets_h_prev", "tanh(x_t W_xhᵀ + b_h): the previous state is never used")
+def _(x_t, h_prev, W_xh, W_hh, b_h):
+    return torch.tanh(x_t @ W_xh.T + b_h)
+
+
+@bug("rnn_step", "no_tanh", "returns the pre-activation: the tanh is missing")
+def _(x_t, h_prev, W_xh, W_hh, b_h):
+    return x_t @ W_xh.T + h_prev @ W_hh.T + b_h
+
+
+@bug("rnn_step", "relu", "ReLU instead of tanh")
+def _(x_t, h_prev, W_xh, W_hh, b_h):
+    return torch.relu(x_t @ W_xh.T + h_prev @ W_hh.T + b_h)
+
+
+@bug("rnn_step", "bias_outside_tanh", "tanh(x_t W_xhᵀ + h_prev W_hhᵀ) + b_h: bias added after the tanh")
+def _(x_t, h_prev, W_xh, W_hh, b_h):
+    return torch.tanh(x_t @ W_xh.T + h_prev @ W_hh.T) + b_h
+
+
+# ----------------------------------------------------------------------------- rnn_forward
+
+
+@bug("rnn_forward", "starts_from_zeros", "the given h0 is ignored: every sequence starts from zeros")
+def _(xs, h0, W_xh, W_hh, b_h):
+    return torch.stack(_states(xs, torch.zeros_like(h0), W_xh, W_hh, b_h), dim=1)
+
+
+@bug("rnn_forward", "last_state_only", "returns only h_T, shape (B, H)")
+def _(xs, h0, W_xh, W_hh, b_h):
+    return _states(xs, h0, W_xh, W_hh, b_h)[-1]
+
+
+@bug("rnn_forward", "includes_h0", "h0 stacked in front: T + 1 states")
+def _(xs, h0, W_xh, W_hh, b_h):
+    return torch.stack([h0, *_states(xs, h0, W_xh, W_hh, b_h)], dim=1)
+
+
+@bug("rnn_forward", "h_not_carried", "every step starts again from h0 instead of the previous state")
+def _(xs, h0, W_xh, W_hh, b_h):
+    return torch.stack([torch.tanh(xs[:, t] @ W_xh.T + h0 @ W_hh.T + b_h)
+                        for t in range(xs.shape[1])], dim=1)
+
+
+@bug("rnn_forward", "time_batch_swapped", "loops over dim 0 (the batch) as if xs were time first")
+def _(xs, h0, W_xh, W_hh, b_h):
+    h, states = h0, []
+    for t in range(xs.shape[0]):
+        h = torch.tanh(xs[t] @ W_xh.T + h @ W_hh.T + b_h)
+        states.append(h)
+    return torch.stack(states, dim=0)
+
+
+@bug("rnn_forward", "reversed_time", "reads the sequence from the last step to the first")
+def _(xs, h0, W_xh, W_hh, b_h):
+    return torch.stack(_states(xs.flip(1), h0, W_xh, W_hh, b_h), dim=1)
+
+
+# ---------------------------------------------------------------------------- rnn_backward
+
+
+def _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, *, carry=True, whh_state="before",
+              slope="own", h0_through_whh=True, backwards=True, whh_transposed=False):
+    """BPTT with switches: every switch off its default is one of the bugs below."""
+    states = _states(xs, h0, W_xh, W_hh, b_h)
+    before = [h0, *states[:-1]]
+    grads = {"W_xh": torch.zeros_like(W_xh), "W_hh": torch.zeros_like(W_hh),
+             "b_h": torch.zeros_like(b_h)}
+    d_hs = torch.zeros_like(grad_hs)
+    from_later = torch.zeros_like(h0)
+    steps = range(xs.shape[1])
+    delta = torch.zeros_like(h0)
+    for t in (reversed(steps) if backwards else steps):
+        d = grad_hs[:, t] + (from_later if carry else 0)
+        if slope == "none":
+            delta = d
+        else:
+            delta = d * (1 - (states[t] if slope == "own" else before[t]) ** 2)
+        grads["W_xh"] = grads["W_xh"] + delta.T @ xs[:, t]
+        h_for_whh = states[t] if whh_state == "after" else before[t]
+        grads["W_hh"] = grads["W_hh"] + delta.T @ h_for_whh
+        grads["b_h"] = grads["b_h"] + delta.sum(dim=0)
+        from_later = delta @ (W_hh.T if whh_transposed else W_hh)
+        d_hs[:, t] = d
+    grads["h0"] = from_later if h0_through_whh else delta
+    grads["hs"] = d_hs
+    return grads
+
+
+@bug("rnn_backward", "no_gradient_from_later", "d_t = grad_hs[:, t] only: nothing flows back from step t + 1")
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, carry=False)
+
+
+@bug("rnn_backward", "whh_with_h_t", "W_hh gradient pairs delta_t with h_t instead of h_{t-1}")
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, whh_state="after")
+
+
+@bug("rnn_backward", "no_tanh_derivative", "delta_t = d_t: the factor 1 - h_t² of the tanh is forgotten")
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, slope="none")
+
+
+@bug("rnn_backward", "slope_of_previous_step", "tanh' taken at h_{t-1} instead of h_t")
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, slope="previous")
+
+
+@bug("rnn_backward", "h0_without_whh", "the h0 gradient is delta_1, missing the last @ W_hh")
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, h0_through_whh=False)
+
+
+@bug("rnn_backward", "forward_in_time", "the loop runs t = 1 .. T: the carried gradient flows the wrong way")
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, backwards=False)
+
+
+@bug("rnn_backward", "whh_transposed_back", "delta_{t+1} @ W_hh.T carried back instead of delta_{t+1} @ W_hh")
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, whh_transposed=True)
+
+
+@bug("rnn_backward", "hs_is_grad_hs", "returns grad_hs itself as the gradient of the states")
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    grads = _backward(xs, h0, W_xh, W_hh, b_h, grad_hs)
+    grads["hs"] = grad_hs.clone()
+    return grads
+
+
+# --------------------------------------------------------------------- clip_by_global_norm
+
+
+def _positive(max_norm):
+    if max_norm <= 0:
+        raise ValueError("max_norm must be positive")
+
+
+def _joint_norm(grads):
+    return float(sum(float((g.double() ** 2).sum()) for g in grads) ** 0.5)
+
+
+@bug("clip_by_global_norm", "per_tensor", "each tensor clipped to max_norm on its own")
+def _(grads, max_norm):
+    _positive(max_norm)
+    clipped = [g * min(1.0, max_norm / (float(g.double().norm()) + 1e-6)) for g in grads]
+    return clipped, _joint_norm(grads)
+
+
+@bug("clip_by_global_norm", "clamp_entries", "torch.clamp of every entry to [-max_norm, max_norm]")
+def _(grads, max_norm):
+    _positive(max_norm)
+    return [g.clamp(-max_norm, max_norm) for g in grads], _joint_norm(grads)
+
+
+@bug("clip_by_global_norm", "norm_after_clipping", "returns the norm of the clipped gradients")
+def _(grads, max_norm):
+    _positive(max_norm)
+    scale = min(1.0, max_norm / (_joint_norm(grads) + 1e-6))
+    clipped = [g * scale for g in grads]
+    return clipped, _joint_norm(clipped)
+
+
+@bug("clip_by_global_norm", "always_rescale", "scale = max_norm / norm even when the norm is smaller")
+def _(grads, max_norm):
+    _positive(max_norm)
+    norm = _joint_norm(grads)
+    return [g * (max_norm / (norm + 1e-6)) for g in grads], norm
+
+
+@bug("clip_by_global_norm", "sum_of_norms", "the joint norm as the sum of the tensors' norms")
+def _(grads, max_norm):
+    _positive(max_norm)
+    norm = sum(float(g.double().norm()) for g in grads)
+    return [g * min(1.0, max_norm / (norm + 1e-6)) for g in grads], norm
+
+
+@bug("clip_by_global_norm", "no_eps", "max_norm / norm without the 1e-6: all-zero gradients divide by 0")
+def _(grads, max_norm):
+    _positive(max_norm)
+    norm = _joint_norm(grads)
+    return [g * min(1.0, max_norm / norm) for g in grads], norm
+
+
+@bug("clip_by_global_norm", "accepts_non_positive", "max_norm <= 0 is not refused")
+def _(grads, max_norm):
+    norm = _joint_norm(grads)
+    return [g * min(1.0, max_norm / (norm + 1e-6)) for g in grads], norm
+
+
+# ---------------------------------------------------------------- correct, written differently
+
+
+@correct("rnn_step", "per_sample_numpy")
+def _(x_t, h_prev, W_xh, W_hh, b_h):
+    x, h = x_t.detach().numpy(), h_prev.detach().numpy()
+    Wx, Wh, b = W_xh.detach().numpy(), W_hh.detach().numpy(), b_h.detach().numpy()
+    rows = [np.tanh(Wx @ x[i] + Wh @ h[i] + b) for i in range(x.shape[0])]
+    return torch.from_numpy(np.stack(rows))
+
+
+@correct("rnn_step", "addmm")
+def _(x_t, h_prev, W_xh, W_hh, b_h):
+    return torch.tanh(torch.addmm(torch.addmm(b_h, x_t, W_xh.t()), h_prev, W_hh.t()))
+
+
+@correct("rnn_forward", "preallocated")
+def _(xs, h0, W_xh, W_hh, b_h):
+    B, T, _ = xs.shape
+    hs = torch.empty(B, T, W_hh.shape[0], dtype=xs.dtype)
+    h = h0
+    for t in range(T):
+        h = torch.tanh(torch.einsum("bd,hd->bh", xs[:, t], W_xh)
+                       + torch.einsum("bk,hk->bh", h, W_hh) + b_h)
+        hs[:, t] = h
+    return hs
+
+
+@correct("rnn_forward", "cat_of_unsqueezed")
+def _(xs, h0, W_xh, W_hh, b_h):
+    pieces, h = [], h0
+    for x_t in xs.unbind(dim=1):
+        h = torch.tanh(x_t @ W_xh.T + h @ W_hh.T + b_h)
+        pieces.append(h.unsqueeze(1))
+    return torch.cat(pieces, dim=1)
+
+
+@correct("rnn_backward", "all_slopes_first_then_einsum")
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    hs = torch.stack(_states(xs, h0, W_xh, W_hh, b_h), dim=1)        # (B, T, H)
+    slopes = 1 - hs ** 2                                              # every tanh' at once
+    T = xs.shape[1]
+    deltas = torch.zeros_like(hs)
+    d_hs = torch.zeros_like(hs)
+    d = grad_hs[:, -1]
+    for t in range(T - 1, -1, -1):
+        d_hs[:, t] = d
+        deltas[:, t] = d * slopes[:, t]
+        if t > 0:
+            d = grad_hs[:, t - 1] + deltas[:, t] @ W_hh
+    before = torch.cat([h0[:, None], hs[:, :-1]], dim=1)
+    return {"W_xh": torch.einsum("bth,btd->hd", deltas, xs),
+            "W_hh": torch.einsum("bth,btk->hk", deltas, before),
+            "b_h": deltas.sum(dim=(0, 1)),
+            "h0": deltas[:, 0] @ W_hh,
+            "hs": d_hs}
+
+
+@correct("rnn_backward", "numpy_per_step")
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    x, g = xs.numpy(), grad_hs.numpy()
+    Wx, Wh, b = W_xh.numpy(), W_hh.numpy(), b_h.numpy()
+    h = [h0.numpy()]
+    for t in range(x.shape[1]):
+        h.append(np.tanh(x[:, t] @ Wx.T + h[-1] @ Wh.T + b))
+    dWx, dWh, db = np.zeros_like(Wx), np.zeros_like(Wh), np.zeros_like(b)
+    d_hs = np.zeros_like(g)
+    carry = np.zeros_like(h[0])
+    for t in range(x.shape[1], 0, -1):              # h[t] is h_t, h[t - 1] the state before
+        d = g[:, t - 1] + carry
+        d_hs[:, t - 1] = d
+        delta = d * (1 - h[t] ** 2)
+        dWx += delta.T @ x[:, t - 1]
+        dWh += delta.T @ h[t - 1]
+        db += delta.sum(axis=0)
+        carry = delta @ Wh
+    return {k: torch.from_numpy(v) for k, v in
+            {"W_xh": dWx, "W_hh": dWh, "b_h": db, "h0": carry, "hs": d_hs}.items()}
+
+
+@correct("clip_by_global_norm", "vector_norm_of_concatenation")
+def _(grads, max_norm):
+    if max_norm <= 0:
+        raise ValueError("max_norm must be positive")
+    norm = torch.linalg.vector_norm(torch.cat([g.double().flatten() for g in grads])).item()
+    if norm <= max_norm:
+        return list(grads), norm
+    return [g * (max_norm / (norm + 1e-6)) for g in grads], norm
+
+
+@correct("clip_by_global_norm", "torch_clip_grad_norm")
+def _(grads, max_norm):
+    if max_norm <= 0:
+        raise ValueError("max_norm must be positive")
+    params = [torch.nn.Parameter(torch.zeros_like(g)) for g in grads]
+    for p, g in zip(params, grads):
+        p.grad = g.detach().clone()
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return [p.grad for p in params], float(norm)
