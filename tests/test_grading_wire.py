@@ -28,6 +28,19 @@ def test_plain_values_arrays_and_generators_cross_unchanged():
     assert twin.integers(1000, size=5).tolist() == generator.integers(1000, size=5).tolist()
 
 
+def test_torch_generators_cross_with_their_state():
+    import torch
+
+    generator = torch.Generator().manual_seed(3)
+    torch.rand(5, generator=generator)  # not at its seed any more
+    twin = _round_trip(generator)
+    assert isinstance(twin, torch.Generator)
+    assert torch.equal(torch.rand(4, generator=twin), torch.rand(4, generator=generator))
+    for junk in (np.zeros(3, dtype=np.uint8), np.zeros((2, 2), dtype=np.uint8), np.arange(5.0)):
+        with pytest.raises(wire.WireError):
+            wire.decode({"$torchrng": wire.encode(junk)["$nd"]})
+
+
 def test_objects_become_handles_or_are_refused():
     assert wire.encode(object(), ref=lambda obj: {"$ref": 1}) == {"$ref": 1}
     with pytest.raises(TypeError):

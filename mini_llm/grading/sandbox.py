@@ -111,8 +111,8 @@ class Server:
         kwargs = wire.decode(request["kwargs"], self._resolve)
         result = target(*args, **kwargs)
         # a random generator passed in has moved on; the caller's copy must move on with it
-        moved = {str(i): a.bit_generator.state for i, a in enumerate(args) if _is_generator(a)}
-        moved.update({k: a.bit_generator.state for k, a in kwargs.items() if _is_generator(a)})
+        moved = {str(i): wire.encode(a) for i, a in enumerate(args) if _is_generator(a)}
+        moved.update({k: wire.encode(a) for k, a in kwargs.items() if _is_generator(a)})
         return {"value": wire.encode(result, self._ref), "generators": moved}
 
     def handle(self, request: dict) -> dict:
@@ -144,9 +144,12 @@ class Server:
 
 
 def _is_generator(value: Any) -> bool:
+    """A NumPy or torch random generator: it crosses by value, so its new state is sent back."""
     import numpy as np
 
-    return isinstance(value, np.random.Generator)
+    torch = sys.modules.get("torch")
+    return isinstance(value, np.random.Generator) or (
+        torch is not None and isinstance(value, torch.Generator))
 
 
 def main() -> None:

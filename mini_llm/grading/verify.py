@@ -41,6 +41,16 @@ loaded machine a fresh process formatting its first traceback can take seconds, 
 that answers late is killed and loses every later test."""
 
 
+def _move_on(mine: Any, theirs: Any) -> None:
+    """Give the caller's random generator the state its copy reached in the student's process."""
+    import torch
+
+    if isinstance(mine, np.random.Generator) and isinstance(theirs, np.random.Generator):
+        mine.bit_generator.state = theirs.bit_generator.state
+    elif isinstance(mine, torch.Generator) and isinstance(theirs, torch.Generator):
+        mine.set_state(theirs.get_state())
+
+
 class StudentError(Exception):
     """An exception raised in the student's process that has no trusted counterpart here."""
 
@@ -256,9 +266,8 @@ class Replay:
         moved = reply.get("generators")
         for key, state in (moved.items() if isinstance(moved, dict) else ()):
             mine = args[int(key)] if key.isdigit() and int(key) < len(args) else kwargs.get(key)
-            if isinstance(mine, np.random.Generator):
-                with contextlib.suppress(wire.WireError, TypeError, ValueError):
-                    mine.bit_generator.state = wire.decode({"$rng": state}).bit_generator.state
+            with contextlib.suppress(wire.WireError, TypeError, ValueError, RuntimeError):
+                _move_on(mine, wire.decode(state))
         return value
 
     def remote_value(self, message: dict, label: str) -> Any:

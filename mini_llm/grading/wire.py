@@ -93,6 +93,8 @@ def encode(value: Any, ref: Callable[[Any], dict] | None = None, depth: int = 0)
     if isinstance(value, np.random.Generator):
         return {"$rng": value.bit_generator.state}
     torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Generator) and value.device.type == "cpu":
+        return {"$torchrng": _array_bytes(value.get_state().numpy())}
     if torch is not None and isinstance(value, torch.Tensor):
         return {"$torch": _array_bytes(value.detach().cpu().numpy()),
                 "grad": bool(value.requires_grad)}
@@ -135,6 +137,20 @@ def _generator(state: Any) -> np.random.Generator:
     return np.random.Generator(bit_generator)
 
 
+def _torch_generator(text: Any):
+    import torch
+
+    state = _load_array(text)
+    if state.dtype != np.uint8 or state.ndim != 1:
+        raise WireError("not the state of a torch random generator")
+    generator = torch.Generator()
+    try:
+        generator.set_state(torch.from_numpy(state.copy()))
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise WireError(f"bad torch generator state: {err}") from err
+    return generator
+
+
 def decode(value: Any, resolve: Callable[[dict], Any] | None = None, depth: int = 0) -> Any:
     """The value ``encode`` wrote; handles (``{"$ref": ...}``) are given to ``resolve``."""
     if depth > 60:
@@ -151,6 +167,8 @@ def decode(value: Any, resolve: Callable[[dict], Any] | None = None, depth: int 
         return _load_array(value["$np"])[()]
     if "$rng" in value:
         return _generator(value["$rng"])
+    if "$torchrng" in value:
+        return _torch_generator(value["$torchrng"])
     if "$torch" in value:
         import torch
 
