@@ -127,8 +127,13 @@ class Seq2Seq(nn.Module):
     def encode(self, src: torch.Tensor):
         """Encoder states (B, S, 2d), the source mask (B, S) and the first decoder state."""
         mask = src != 0
-        states, _ = self.encoder(self.source_embedding(src))
         lengths = mask.sum(dim=1)
+        # Packed, so that neither direction reads the padding: a row's states do not depend on
+        # how long the other rows of its batch are.
+        packed = nn.utils.rnn.pack_padded_sequence(self.source_embedding(src), lengths.cpu(),
+                                                   batch_first=True, enforce_sorted=False)
+        states, _ = nn.utils.rnn.pad_packed_sequence(self.encoder(packed)[0], batch_first=True,
+                                                     total_length=src.size(1))
         last = states[torch.arange(len(src)), lengths - 1]  # the state at </s>, per row
         return states, mask, torch.tanh(self.bridge(last)), last
 

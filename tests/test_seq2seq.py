@@ -96,3 +96,16 @@ def test_attention_model_learns_to_translate_and_aligns_digits_with_words():
     assert (maps[src[:, None, :].expand_as(maps) == 0] == 0).all()  # never on padding
     logits, loss = model(src, tgt)
     assert logits.shape == (*tgt.shape, len(target)) and loss.item() < 0.5
+
+
+def test_a_rows_translation_does_not_depend_on_the_padding_of_its_batch():
+    source, target = vocabularies()
+    torch.manual_seed(0)
+    model = Seq2Seq(len(source), len(target), target.stoi[BOS], dim=16)
+    short = [(number_to_words(7), ["7"])]
+    long = [(number_to_words(777777), list("777777"))]
+    alone, _ = encode_batch(short, source, target)
+    padded, _ = encode_batch(short + long, source, target)
+    states_alone = model.encode(alone)[0][0]
+    states_padded = model.encode(padded)[0][0, :alone.size(1)]
+    torch.testing.assert_close(states_alone, states_padded)
