@@ -1,0 +1,347 @@
+"""Known-buggy answers to the ch07_attention exercise: mistakes learners really make.
+
+Same layout as ``ch06_lstm.py``: each function carries the name of the exercise part it answers
+and is registered in ``BUGS[name]`` with a one-line description; the hidden tests of the notebook
+must fail every one of them while the reference passes. ``ALTERNATIVES`` (at the end) holds
+correct answers written differently (a recursive speller, an explicit stable softmax, a loop
+over the batch, a vectorised exact match), which the hidden tests must accept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ._registry import new_registry
+
+REFERENCE = ("mini_llm.seq2seq",)
+"""the mini_llm modules that hold the reference of each graded part"""
+
+BUGS, ALTERNATIVES, bug, correct = new_registry()
+
+_ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+         "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+         "eighteen", "nineteen"]
+_TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+
+
+def _group(m):
+    """1 .. 999 in words, correct (the number_to_words bugs share it where they can)."""
+    words = []
+    if m >= 100:
+        words += [_ONES[m // 100], "hundred"]
+        m %= 100
+    if m >= 20:
+        words.append(_TENS[m // 10])
+        m %= 10
+    if m:
+        words.append(_ONES[m])
+    return words
+
+
+# ---------------------------------------------------------------------------- number_to_words
+
+
+@bug("number_to_words", "zero_after_round", "the ones word is always said: 40 -> forty zero, 300 -> three hundred zero")
+def _(n):
+    if not 0 <= n < 1_000_000:
+        raise ValueError(n)
+
+    def group(m):
+        words = []
+        if m >= 100:
+            words += [_ONES[m // 100], "hundred"]
+            m %= 100
+        if m >= 20:
+            words.append(_TENS[m // 10])
+            m %= 10
+        words.append(_ONES[m])
+        return words
+
+    thousands, rest = divmod(n, 1000)
+    if not thousands:
+        return group(rest)
+    return group(thousands) + ["thousand"] + (group(rest) if rest else [])
+
+
+@bug("number_to_words", "teens_as_ten_plus", "10..19 said as 'ten' and a ones word: 13 -> ten three")
+def _(n):
+    if not 0 <= n < 1_000_000:
+        raise ValueError(n)
+
+    def group(m):
+        words = []
+        if m >= 100:
+            words += [_ONES[m // 100], "hundred"]
+            m %= 100
+        if m >= 10:
+            words.append("ten" if m < 20 else _TENS[m // 10])
+            m %= 10
+        if m:
+            words.append(_ONES[m])
+        return words
+
+    if n == 0:
+        return ["zero"]
+    thousands, rest = divmod(n, 1000)
+    return (group(thousands) + ["thousand"] if thousands else []) + group(rest)
+
+
+@bug("number_to_words", "thousand_zero", "the rest is always said after 'thousand': 1000 -> one thousand zero")
+def _(n):
+    if not 0 <= n < 1_000_000:
+        raise ValueError(n)
+    thousands, rest = divmod(n, 1000)
+    tail = _group(rest) or ["zero"]
+    return (_group(thousands) + ["thousand"] if thousands else []) + tail
+
+
+@bug("number_to_words", "range_off_by_one", "accepts n = 1,000,000 (the check is n <= 1_000_000)")
+def _(n):
+    if not 0 <= n <= 1_000_000:
+        raise ValueError(n)
+    if n == 0:
+        return ["zero"]
+    thousands, rest = divmod(n, 1000)
+    head = ["one", "million"] if thousands == 1000 else _group(thousands)
+    return (head + (["thousand"] if thousands < 1000 else []) if thousands else []) + _group(rest)
+
+
+@bug("number_to_words", "drops_hundred_thousands", "the thousands group only spelled below 100: 312005 -> twelve thousand five")
+def _(n):
+    if not 0 <= n < 1_000_000:
+        raise ValueError(n)
+    if n == 0:
+        return ["zero"]
+    thousands, rest = divmod(n, 1000)
+    return (_group(thousands % 100) + ["thousand"] if thousands else []) + _group(rest)
+
+
+# ----------------------------------------------------------------------------- masked_softmax
+
+
+@bug("masked_softmax", "mask_after_softmax", "softmax of all scores, then multiplied by the mask: rows no longer sum to 1")
+def _(scores, mask):
+    return torch.softmax(scores, dim=-1) * mask
+
+
+@bug("masked_softmax", "negative_added_after", "a large negative added to the masked weights after the softmax")
+def _(scores, mask):
+    return torch.softmax(scores, dim=-1) + (~mask) * -1e9
+
+
+@bug("masked_softmax", "mask_inverted", "masked_fill(mask, -inf): the real positions are the ones removed")
+def _(scores, mask):
+    weights = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+    return torch.nan_to_num(weights)
+
+
+@bug("masked_softmax", "dim_one", "softmax over dim=1, the last axis only for 2-D scores")
+def _(scores, mask):
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=1)
+
+
+@bug("masked_softmax", "no_max_shift", "exp of the raw scores without subtracting the maximum: overflows for large scores")
+def _(scores, mask):
+    e = torch.exp(scores) * mask
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+@bug("masked_softmax", "zero_fill", "masked scores set to 0 instead of -inf, so they keep a weight e^0")
+def _(scores, mask):
+    return torch.softmax(scores * mask, dim=-1)
+
+
+# ------------------------------------------------------------------------- additive_attention
+
+
+def _softmax(scores, mask):
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+@bug("additive_attention", "dot_product", "dot product of the two projections instead of v . tanh(sum)")
+def _(query, keys, mask, W_q, W_k, v):
+    scores = ((keys @ W_k.T) * (query @ W_q.T)[:, None, :]).sum(dim=-1)
+    weights = _softmax(scores, mask)
+    return (weights[:, :, None] * keys).sum(dim=1), weights
+
+
+@bug("additive_attention", "no_tanh", "the tanh is missing: v . (W_q s + W_k h_j), a linear score")
+def _(query, keys, mask, W_q, W_k, v):
+    scores = ((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
+    weights = _softmax(scores, mask)
+    return (weights[:, :, None] * keys).sum(dim=1), weights
+
+
+@bug("additive_attention", "weights_not_transposed", "query @ W_q and keys @ W_k: the (out, in) weights used untransposed")
+def _(query, keys, mask, W_q, W_k, v):
+    scores = torch.tanh((query @ W_q)[:, None, :] + keys @ W_k) @ v
+    weights = _softmax(scores, mask)
+    return (weights[:, :, None] * keys).sum(dim=1), weights
+
+
+@bug("additive_attention", "no_mask", "plain softmax: the padding positions get weight too")
+def _(query, keys, mask, W_q, W_k, v):
+    scores = torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
+    weights = torch.softmax(scores, dim=-1)
+    return (weights[:, :, None] * keys).sum(dim=1), weights
+
+
+@bug("additive_attention", "context_from_scores", "the context weighs the keys by the raw scores, not the softmax weights")
+def _(query, keys, mask, W_q, W_k, v):
+    scores = torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
+    weights = _softmax(scores, mask)
+    return (scores.masked_fill(~mask, 0.0)[:, :, None] * keys).sum(dim=1), weights
+
+
+@bug("additive_attention", "sum_wrong_axis", "the weighted keys summed over the feature axis: context (B, S)")
+def _(query, keys, mask, W_q, W_k, v):
+    scores = torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
+    weights = _softmax(scores, mask)
+    return (weights[:, :, None] * keys).sum(dim=-1), weights
+
+
+# -------------------------------------------------------------------------------- exact_match
+
+
+@bug("exact_match", "whole_rows", "compares the whole padded rows, so anything after </s> counts")
+def _(predicted, target, eos):
+    hits = 0
+    for row, gold in zip(predicted.tolist(), target.tolist()):
+        hits += row == gold
+    return hits / len(target)
+
+
+@bug("exact_match", "stops_before_eos", "compares the digits before the target's </s> only: a missing </s> goes unnoticed")
+def _(predicted, target, eos):
+    hits = 0
+    for row, gold in zip(predicted.tolist(), target.tolist()):
+        end = gold.index(eos)
+        hits += row[:end] == gold[:end]
+    return hits / len(target)
+
+
+@bug("exact_match", "predicted_eos", "cuts both rows at the PREDICTION's first </s> (or its end): a translation cut short counts as right")
+def _(predicted, target, eos):
+    hits = 0
+    for row, gold in zip(predicted.tolist(), target.tolist()):
+        end = row.index(eos) + 1 if eos in row else len(row)
+        hits += row[:end] == gold[:end]
+    return hits / len(target)
+
+
+@bug("exact_match", "count_not_share", "returns the number of matching rows, not their share")
+def _(predicted, target, eos):
+    hits = 0
+    for row, gold in zip(predicted.tolist(), target.tolist()):
+        end = gold.index(eos) + 1
+        hits += row[:end] == gold[:end]
+    return float(hits)
+
+
+@bug("exact_match", "per_token_accuracy", "the share of correct tokens up to </s>, not of correct rows")
+def _(predicted, target, eos):
+    right = total = 0
+    for row, gold in zip(predicted.tolist(), target.tolist()):
+        gold = gold[:gold.index(eos) + 1]
+        right += sum(p == g for p, g in zip(row, gold))
+        total += len(gold)
+    return right / total
+
+
+# ------------------------------------------------------------------------------ alternatives
+
+
+@correct("number_to_words", "recursive")
+def _(n):
+    small = dict(enumerate(_ONES))
+    decades = dict(enumerate(_TENS[2:], start=2))
+    if not isinstance(n, (int, np.integer)) or n < 0 or n > 999_999:
+        raise ValueError("out of range")
+    if n < 20:
+        return [small[n]]
+    if n < 100:
+        return [decades[n // 10]] + (number_to_words(n % 10) if n % 10 else [])
+    if n < 1000:
+        return [small[n // 100], "hundred"] + (number_to_words(n % 100) if n % 100 else [])
+    return number_to_words(n // 1000) + ["thousand"] + (
+        number_to_words(n % 1000) if n % 1000 else [])
+
+
+number_to_words = ALTERNATIVES["number_to_words"]["recursive"]  # the recursion calls itself
+
+
+@correct("number_to_words", "digit_strings")
+def _(n):
+    if n not in range(1_000_000):
+        raise ValueError(n)
+    out = []
+    for group, label in ((n // 1000, ["thousand"]), (n % 1000, [])):
+        if group == 0:
+            continue
+        h, t, o = group // 100, group // 10 % 10, group % 10
+        if h:
+            out += [_ONES[h], "hundred"]
+        if t == 1:
+            out.append(_ONES[10 + o])
+        else:
+            if t:
+                out.append(_TENS[t])
+            if o:
+                out.append(_ONES[o])
+        out += label
+    return out or ["zero"]
+
+
+@correct("masked_softmax", "explicit_stable")
+def _(scores, mask):
+    top = scores.masked_fill(~mask, float("-inf")).amax(dim=-1, keepdim=True)
+    e = torch.exp((scores - top).masked_fill(~mask, float("-inf")))
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+@correct("masked_softmax", "where_log_softmax")
+def _(scores, mask):
+    filled = torch.where(mask, scores, torch.full_like(scores, -torch.inf))
+    return torch.log_softmax(filled, dim=-1).exp()
+
+
+@correct("additive_attention", "loop_over_positions")
+def _(query, keys, mask, W_q, W_k, v):
+    q = W_q @ query.T                                       # (A, B)
+    scores = torch.stack([torch.tanh(q + W_k @ keys[:, j].T).T @ v
+                          for j in range(keys.shape[1])], dim=1)
+    scores = torch.where(mask, scores, torch.tensor(float("-inf"), dtype=scores.dtype))
+    weights = torch.softmax(scores, dim=1)
+    return torch.bmm(weights[:, None, :], keys)[:, 0], weights
+
+
+@correct("additive_attention", "linear_functional")
+def _(query, keys, mask, W_q, W_k, v):
+    hidden = torch.tanh(torch.nn.functional.linear(query, W_q).unsqueeze(1)
+                        + torch.nn.functional.linear(keys, W_k))
+    scores = (hidden * v).sum(-1)
+    e = torch.exp(scores - scores.max(dim=1, keepdim=True).values) * mask
+    weights = e / e.sum(dim=1, keepdim=True)
+    return (weights.unsqueeze(-1) * keys).sum(1), weights
+
+
+@correct("exact_match", "vectorised")
+def _(predicted, target, eos):
+    width = max(predicted.shape[1], target.shape[1])
+    pad = -1  # no real id: a prediction that stops early never matches
+    p = torch.nn.functional.pad(predicted, (0, width - predicted.shape[1]), value=pad)
+    t = torch.nn.functional.pad(target, (0, width - target.shape[1]), value=pad)
+    end = (t == eos).int().argmax(dim=1)                      # first </s> of the target
+    inside = torch.arange(width)[None, :] <= end[:, None]
+    return ((p == t) | ~inside).all(dim=1).double().mean().item()
+
+
+@correct("exact_match", "numpy_rows")
+def _(predicted, target, eos):
+    predicted, target = np.asarray(predicted), np.asarray(target)
+    matches = []
+    for row, gold in zip(predicted, target):
+        end = int(np.flatnonzero(gold == eos)[0]) + 1
+        matches.append(len(row) >= end and bool(np.array_equal(row[:end], gold[:end])))
+    return float(np.mean(matches))
