@@ -1,0 +1,70 @@
+"""Chapter 7's rendered page: the task, the attention example, the accuracy table and the
+alignments, checked for what the prose says about them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from _book_helpers import html_tables, read_page
+
+from mini_llm.seq2seq import number_to_words, vocabularies
+
+
+@pytest.fixture(scope="module")
+def page(built_book):
+    return read_page(built_book, "ch07_attention")
+
+
+def test_examples_are_numbers_written_out_correctly(page):
+    _, text = page
+    examples = re.findall(r"^([a-z ]+?)\s+-> (\d+)$", text, re.MULTILINE)
+    assert len(examples) == 6
+    for words, digits in examples:
+        assert " ".join(number_to_words(int(digits))) == words
+    source, target = vocabularies()
+    assert f"source vocabulary: {len(source)} tokens" in text
+    assert f"target: {len(target)} (" in text
+
+
+def test_the_attention_example_sums_to_one_and_ignores_padding(page):
+    _, text = page
+    weights = re.search(r"weights \[([\d. ]+)\]\s+sum ([\d.]+)", text)
+    assert weights, "the attention example is not on the page"
+    values = [float(w) for w in weights.group(1).split()]
+    assert len(values) == 3 and values[2] == 0.0 and float(weights.group(2)) == 1.0
+    assert "weighted mean of the first two h_j: True" in text
+
+
+def test_attention_wins_and_the_plain_model_degrades_with_length(page):
+    raw, text = page
+    for rows in html_tables(raw):
+        if rows and rows[0][0] == "model":
+            scores = {row[0]: [float(c.rstrip("%")) / 100 for c in row[1:]] for row in rows[1:]}
+            break
+    else:
+        raise AssertionError("no accuracy table")
+    plain, attention = scores["without attention"], scores["with attention"]
+    assert min(attention) > 0.97  # "almost perfectly at every length"
+    assert plain[0] < attention[0] - 0.05
+    assert plain[1] > plain[2] > plain[3] + 0.2  # short > medium > long, by a wide margin
+    assert "2 models, 600 steps each" in text
+
+
+def test_alignment_heatmaps_are_drawn_for_correct_translations(page, built_book):
+    raw, text = page
+    for number in (312005, 20019, 7070):
+        assert f"{number}: model wrote {number}" in text
+    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', raw)
+    assert len(images) >= 2, "loss curves and heatmaps expected"
+    for src in images:
+        assert (built_book / src).stat().st_size > 10_000, f"{src} looks empty"
+
+
+def test_goals_math_summary_and_exercise_link(page, built_book):
+    raw, text = page
+    assert "Learning goals" in text and "Summary" in text
+    assert raw.count('class="math') >= 4
+    link = re.search(r'href="([^"]*ch07_attention\.ipynb)"', raw)
+    assert link, "no download link to the exercise notebook"
+    assert (built_book / link.group(1)).exists()
