@@ -147,6 +147,19 @@ def test_chapter_links_its_exercise_notebook(built_book, docname):
         assert (built_book / href).is_file(), f"{docname}: {href} was not copied into the build"
 
 
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_chapter_has_goals_figures_and_summary(built_book, docname):
+    """DESIGN.md: learning goals at the top, at least one figure, a closing summary."""
+    body = article(page(built_book, docname))
+    headings = [h.get_text(" ", strip=True) for h in body.select("h2, h3")]
+    assert "Learning goals" in body.get_text(" "), f"{docname}: no learning goals"
+    assert any("Summary" in h for h in headings), f"{docname}: no Summary section"
+    images = [img["src"] for img in body.select("img[src]") if img["src"].endswith(".png")]
+    assert images, f"{docname}: no figure"
+    for src in images:
+        assert (built_book / src).stat().st_size > 10_000, f"{docname}: {src} looks empty"
+
+
 def test_intro_lists_all_twelve_chapters(built_book):
     soup = page(built_book, "intro")
     table = article(soup).find("table")

@@ -61,14 +61,9 @@ def test_gradient_reach_is_far_stronger_through_gates(page):
     assert reach["LSTM"][0] > 1e3 * reach["LSTM, forget bias not raised"][0]
 
 
-def test_figures_goals_math_summary_and_exercise_link(page, built_book):
-    raw, text = page
-    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', raw)
-    assert len(images) >= 2, "training curves and gradient reach figures expected"
-    for src in images:
-        assert (built_book / src).stat().st_size > 10_000, f"{src} looks empty"
-    assert "Learning goals" in text and "Summary" in text
+def test_page_has_its_figures_and_math(page):
+    """Goals, summary, exercise link and non-empty figures are checked for every chapter in
+    test_book.py; here, that this chapter's own figures and equations are there."""
+    raw, _ = page
+    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 2, "training curves and gradient reach figures expected"
     assert raw.count('class="math') >= 6
-    link = re.search(r'href="([^"]*ch06_lstm\.ipynb)"', raw)
-    assert link, "no download link to the exercise notebook"
-    assert (built_book / link.group(1)).exists()

@@ -51,20 +51,15 @@ def test_attention_wins_and_the_plain_model_degrades_with_length(page):
     assert "2 models, 600 steps each" in text
 
 
-def test_alignment_heatmaps_are_drawn_for_correct_translations(page, built_book):
-    raw, text = page
+def test_alignment_heatmaps_are_drawn_for_correct_translations(page):
+    _, text = page
     for number in (312005, 20019, 7070):
         assert f"{number}: model wrote {number}" in text
-    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', raw)
-    assert len(images) >= 2, "loss curves and heatmaps expected"
-    for src in images:
-        assert (built_book / src).stat().st_size > 10_000, f"{src} looks empty"
 
 
-def test_goals_math_summary_and_exercise_link(page, built_book):
-    raw, text = page
-    assert "Learning goals" in text and "Summary" in text
+def test_page_has_its_figures_and_math(page):
+    """Goals, summary, exercise link and non-empty figures are checked for every chapter in
+    test_book.py; here, that this chapter's own figures and equations are there."""
+    raw, _ = page
+    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 2, "loss curves and heatmaps expected"
     assert raw.count('class="math') >= 4
-    link = re.search(r'href="([^"]*ch07_attention\.ipynb)"', raw)
-    assert link, "no download link to the exercise notebook"
-    assert (built_book / link.group(1)).exists()
