@@ -54,7 +54,10 @@ def test_attention_wins_and_the_plain_model_degrades_with_length(page):
 def test_alignment_heatmaps_are_drawn_for_correct_translations(page):
     _, text = page
     for number in (312005, 20019, 7070):
-        assert f"{number}: model wrote {number}" in text
+        assert f"{number}: model wrote {number}," in text
+    # the alignment the prose describes for the first example
+    assert ("312005: model wrote 312005, each output read mostly from: 3<-three 1<-twelve "
+            "2<-twelve 0<-thousand 0<-thousand 5<-five") in text
 
 
 def test_page_has_its_figures_and_math(page):
