@@ -266,6 +266,81 @@ def test_other_pages_load_cleanly(server, visit, docname):
     visit.assert_clean()
 
 
+LAYOUT_STATE = """() => {
+  const article = document.querySelector('article');
+  const overflows = el => el.scrollWidth > el.clientWidth + 1;
+  const lineOf = el => (el.innerText || '').split('\\n')
+    .reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 80);
+  const code = [...article.querySelectorAll('pre')];
+  const maths = [...article.querySelectorAll('mjx-container[display="true"]')];
+  const plots = [...article.querySelectorAll('.cell_output img')];
+  const diagrams = [...article.querySelectorAll('object.graphviz, img.graphviz')];
+  const figures = [...article.querySelectorAll('figure')];
+  return {
+    code: code.length,
+    codeOverflow: code.filter(overflows).map(lineOf),
+    maths: maths.length,
+    mathOverflow: maths.filter(m => overflows(m) || overflows(m.parentElement))
+      .map(m => (m.getAttribute('aria-label') || m.textContent).slice(0, 60)),
+    plots: plots.length,
+    shrunk: plots.filter(i => i.getBoundingClientRect().width < 0.75 * i.naturalWidth)
+      .map(i => `${i.src.split('/').pop()}: ${Math.round(i.getBoundingClientRect().width)}`
+                + ` of ${i.naturalWidth} px`),
+    uncaptioned: plots.filter(i => !i.closest('figure')?.querySelector('figcaption'))
+      .map(i => i.src.split('/').pop()),
+    figures: figures.length,
+    unnumbered: figures.filter(f => !/Fig\\. \\d+\\.\\d+/.test(
+      f.querySelector('figcaption')?.innerText || '')).length,
+    diagrams: diagrams.map(d => {
+      const box = d.getBoundingClientRect();
+      const svg = d.contentDocument?.querySelector('svg') || d.querySelector?.('svg');
+      return {width: box.width, height: box.height, svg: !!svg || d.tagName === 'IMG'};
+    }),
+    figureRefs: [...article.querySelectorAll('a.reference span.std-numref')].length,
+    further: !!article.querySelector('section[id="further-reading"] aside.footnote'),
+  };
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_chapter_reads_like_a_textbook(server, browser, docname, width):
+    """Nothing scrolls sideways; figures are numbered, captioned, cited and not shrunk; each
+    chapter has a rendered diagram and its further reading."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(server / f"{docname}.html", wait_until="load")
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        page.evaluate("() => MathJax.startup.promise.then(() => true)")
+        page.wait_for_load_state("networkidle")
+        state = page.evaluate(LAYOUT_STATE)
+        print_buttons = page.locator("button.btn-download-pdf-button").count()
+    finally:
+        context.close()
+    where = f"{docname} at {width} px"
+    assert state["code"] > 0, f"{where}: no code blocks found"
+    assert not state["codeOverflow"], f"{where}: code scrolls sideways: {state['codeOverflow']}"
+    assert not state["mathOverflow"], f"{where}: equations cut off: {state['mathOverflow']}"
+    assert state["plots"] > 0, f"{where}: no figures"
+    assert not state["shrunk"], (
+        f"{where}: figures shown below 75 % of their size: {state['shrunk']}"
+    )
+    assert not state["uncaptioned"], f"{where}: figures without a caption: {state['uncaptioned']}"
+    assert state["unnumbered"] == 0, f"{where}: {state['unnumbered']} figures without a number"
+    assert state["figureRefs"] >= state["figures"], (
+        f"{where}: {state['figures']} figures but only {state['figureRefs']} references to them"
+    )
+    assert state["diagrams"], f"{where}: no diagram"
+    for diagram in state["diagrams"]:
+        assert diagram["svg"] and diagram["width"] > 50 and diagram["height"] > 20, (
+            f"{where}: a diagram did not render: {diagram}"
+        )
+    assert state["further"], f"{where}: no 'Further reading' with a bibliography"
+    # The theme's print layout cut code off; the button is removed (book/_config.yml).
+    assert print_buttons == 0, f"{where}: the print-to-PDF button is back"
+
+
 def test_search_works_offline(server, visit):
     """The book's search runs in the page from its own index: a chapter word finds chapter 1."""
     visit.open(server / "search.html?q=bigram")
