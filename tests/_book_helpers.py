@@ -89,3 +89,13 @@ def html_tables(raw: str) -> list[list[list[str]]]:
         ]
         for table in re.findall(r"<table[^>]*>(.*?)</table>", raw, flags=re.DOTALL)
     ]
+
+
+def prose(text: str, pattern: str) -> tuple[str, ...]:
+    """The groups of `pattern` in a page's visible text, for chapter tests that read back what
+    the prose says: a space matches any run of whitespace, and NUM captures a number such as
+    12 or 3.25 (without a sentence's closing full stop)."""
+    pattern = pattern.replace(" ", r"\s+").replace("NUM", r"(\d+(?:\.\d+)?)")
+    found = re.search(pattern, text, flags=re.DOTALL)
+    assert found, f"the page no longer says: {pattern}"
+    return found.groups()

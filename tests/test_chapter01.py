@@ -1,7 +1,9 @@
 """Chapter 1's rendered page holds the results its code computed, and its figures.
 
 The expected values are recomputed here with mini_llm, so a change in the package that the page
-did not pick up (or a page that stopped running its code) fails.
+did not pick up (or a page that stopped running its code) fails. Every number the prose states is
+read back from the page and checked against the recomputation, and every comparison the prose
+makes is checked on those numbers.
 """
 
 from __future__ import annotations
@@ -11,10 +13,16 @@ import re
 
 import numpy as np
 import pytest
-from _book_helpers import read_page
+from _book_helpers import prose, read_page
 
 from mini_llm.corpus import load_corpus
-from mini_llm.ngram import bigram_probabilities, count_bigrams, sample_sequence
+from mini_llm.ngram import (
+    average_nll,
+    bigram_probabilities,
+    count_bigrams,
+    sample_sequence,
+    sequence_probability,
+)
 from mini_llm.vocab import BOS, EOS, Vocabulary
 
 
@@ -23,40 +31,143 @@ def page(built_book):
     return read_page(built_book, "ch01_bigrams")
 
 
-def test_datawhale_example_is_computed(page):
-    _, text = page
-    assert "P(datawhale agent learns) = 0.1667" in text
-    assert re.search(r"\\tfrac\{1\}\{2\}\\\)\s*=\s*0\.167\.", text), "glued 0.167 missing from prose"
-    assert "P(<s> datawhale agent learns </s>) = 0.500" in text
-
-
-def test_sampled_names_match_the_package(page):
-    _, text = page
+@pytest.fixture(scope="module")
+def names_model():
+    """The chapter's split (one name in ten held out, seed 0) and its bigram model."""
     names = load_corpus("names")
     vocab = Vocabulary.from_sequences(names)
     order = np.random.default_rng(0).permutation(len(names))
-    train = [vocab.encode_with_boundaries(names[i]) for i in order[len(names) // 10 :]]
-    probs = bigram_probabilities(count_bigrams(train, len(vocab)))
-    generator = np.random.default_rng(seed=1234)
-    samples = [
-        "".join(vocab.decode(sample_sequence(probs, generator, vocab.stoi[BOS], vocab.stoi[EOS])))
-        for _ in range(15)
-    ]
-    assert ", ".join(samples) in text
+    held_out_size = len(names) // 10
+    train_names = [names[i] for i in order[held_out_size:]]
+    held_out_names = [names[i] for i in order[:held_out_size]]
+    train = [vocab.encode_with_boundaries(name) for name in train_names]
+    held_out = [vocab.encode_with_boundaries(name) for name in held_out_names]
+    counts = count_bigrams(train, len(vocab))
+    return vocab, train_names, train, held_out_names, held_out, counts
 
 
-def test_nll_table_orders_the_models_and_uses_log_27(page):
+def test_datawhale_example_is_computed(page):
     _, text = page
+    assert "P(datawhale agent learns) = 0.1667" in text
+    assert re.search(r"\\tfrac\{1\}\{2\}\\\)\s*=\s*0\.167\.", text), (
+        "glued 0.167 missing from prose"
+    )
+    assert "P(<s> datawhale agent learns </s>) = 0.500" in text
+    assert "P(<s> datawhale agent works </s>)  = 0.500" in text
+    (p_framed,) = prose(text, r"\\tfrac12 \\cdot 1\\\) = NUM, and")
+    assert float(p_framed) == pytest.approx(0.5)
+
+
+def test_mle_is_derived_with_a_lagrange_multiplier(page):
+    raw, text = page
+    assert "Lagrange multiplier" in text
+    assert r"\lambda_a" in raw and r"\Longrightarrow" in raw
+
+
+def test_vocabulary_convention_and_count_range(page, names_model):
+    _, text = page
+    vocab, _, _, _, _, counts = names_model
+    size, n_next = prose(text, r"The vocabulary has \\\(V\\\) = (\d+) tokens.*?Only (\d+) of them")
+    assert int(size) == len(vocab) == 28 and int(n_next) == len(vocab) - 1
+    low, high = prose(text, r"counts range from (\d+) to ([\d,]+)\.")
+    assert int(low) == counts[counts > 0].min()
+    assert int(high.replace(",", "")) == counts.max()
+
+
+def test_patterns_read_off_the_counts_are_true(page, names_model):
+    _, text = page
+    vocab, train_names, _, _, _, counts = names_model
+    end, start, q_u = prose(
+        text,
+        r"(\d+) % of the names end .*? after a vowel or n, (\d+) % start with a consonant, "
+        r"and q is followed by u (\d+) % of the time",
+    )
+    vowels = set("aeiouy")
+    assert int(end) == round(100 * np.mean([n[-1] in vowels | {"n"} for n in train_names]))
+    assert int(start) == round(100 * np.mean([n[0] not in vowels for n in train_names]))
+    q, u = vocab.stoi["q"], vocab.stoi["u"]
+    assert int(q_u) == round(100 * counts[q, u] / counts[q].sum())
+    assert int(end) > 50 and int(start) > 50 and int(q_u) > 90  # "patterns jump out"
+
+
+def test_sampled_names_match_the_package(page, names_model):
+    _, text = page
+    vocab, train_names, _, _, _, counts = names_model
+    probs = bigram_probabilities(counts)
+    generator = np.random.default_rng(seed=1234)
+    start, end = vocab.stoi[BOS], vocab.stoi[EOS]
+
+    def draw(model, count):
+        return [
+            "".join(vocab.decode(sample_sequence(model, generator, start, end)))
+            for _ in range(count)
+        ]
+
+    flowing = " ".join(text.split())  # the printed lists wrap at 88 characters
+    assert ", ".join(draw(probs, 15)) in flowing
+    uniform = np.full_like(probs, 1 / (len(vocab) - 1))
+    uniform[:, start] = 0.0
+    uniform_samples = draw(uniform, 8)
+    assert ", ".join(name or '""' for name in uniform_samples) in flowing
+
+    # The prose explains the empty uniform name and says the uniform names run long.
+    n_empty, expected, mean_uniform, mean_names = prose(
+        text,
+        r"(\d+) of the uniform names is empty.*?on average \\\(V - 2\\\) = (\d+) letters"
+        r".*?and NUM for these eight, against NUM for the training names",
+    )
+    assert int(n_empty) == sum(name == "" for name in uniform_samples) >= 1
+    assert int(expected) == len(vocab) - 2
+    assert float(mean_uniform) == pytest.approx(
+        np.mean([len(s) for s in uniform_samples]), abs=0.05
+    )
+    assert float(mean_names) == pytest.approx(np.mean([len(n) for n in train_names]), abs=0.05)
+    assert float(mean_uniform) > float(mean_names)
+
+
+def test_nll_table_reports_held_out_names_both_ways(page, names_model):
+    _, text = page
+    vocab, _, train, held_out_names, held_out, counts = names_model
+    probs = bigram_probabilities(counts)
     rows = {
-        model: (float(train), float(held))
-        for model, train, held in re.findall(r"^(uniform|unigram|bigram)\s+([\d.]+)\s+([\d.]+)$",
-                                             text, flags=re.MULTILINE)
+        model: tuple(float(v) for v in values)
+        for model, *values in re.findall(
+            r"^(uniform|unigram|bigram)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+([\d.]+|inf)$",
+            text,
+            flags=re.MULTILINE,
+        )
     }
     assert set(rows) == {"uniform", "unigram", "bigram"}
     assert rows["uniform"][0] == pytest.approx(math.log(27), abs=5e-4)
-    assert rows["bigram"][0] < rows["unigram"][0] < rows["uniform"][0]
-    assert rows["bigram"][1] < rows["unigram"][1] < rows["uniform"][1]
+    for column in (0, 1):  # train, and held out without the zero-probability names
+        assert rows["bigram"][column] < rows["unigram"][column] < rows["uniform"][column]
+    # all held-out names: the bigram model is infinite, the baselines stay finite
+    assert math.isinf(rows["bigram"][2])
+    assert math.isfinite(rows["unigram"][2]) and math.isfinite(rows["uniform"][2])
+    assert rows["bigram"][0] == pytest.approx(average_nll(train, probs), abs=5e-4)
     assert "held-out NLL with them included: inf" in text
+
+    impossible = [
+        n for n, ids in zip(held_out_names, held_out) if sequence_probability(ids, probs) == 0.0
+    ]
+    (n_impossible,) = prose(text, r"held-out names without those (\d+)")
+    assert int(n_impossible) == len(impossible) > 0
+    scorable = [ids for n, ids in zip(held_out_names, held_out) if n not in impossible]
+    assert rows["bigram"][1] == pytest.approx(average_nll(scorable, probs), abs=5e-4)
+
+    uniform, train_nll, held_nll, unigram_all = prose(
+        text,
+        r"brings the NLL from NUM down to NUM nats per character on the names it "
+        r"counted, and to NUM on the scorable held-out names.*?still scores NUM",
+    )
+    assert float(uniform) == pytest.approx(rows["uniform"][0], abs=0.005)
+    assert float(train_nll) == pytest.approx(rows["bigram"][0], abs=0.005)
+    assert float(held_nll) == pytest.approx(rows["bigram"][1], abs=0.005)
+    assert float(unigram_all) == pytest.approx(rows["unigram"][2], abs=0.005)
+    # "almost as good": held out within a few hundredths of training
+    assert 0 <= float(held_nll) - float(train_nll) < 0.05
+    (log_next,) = prose(text, r"scores \\\(\\log \(V - 1\)\\\) = NUM nats")
+    assert float(log_next) == pytest.approx(math.log(len(vocab) - 1), abs=0.005)
 
 
 def test_page_has_math_figures_summary_and_exercise_link(page, built_book):
@@ -67,6 +178,10 @@ def test_page_has_math_figures_summary_and_exercise_link(page, built_book):
     assert len(images) >= 2, "heatmap and NLL bar chart expected"
     for src in images:
         assert (built_book / src).stat().st_size > 10_000, f"{src} looks empty"
+    for name in ("fig-ch01-markov", "fig-ch01-counts", "fig-ch01-nll"):
+        assert f'id="{name}"' in raw, f"figure {name} missing"
+        assert f'href="#{name}"' in raw, f"figure {name} is never referred to"
+    assert "Further reading" in text and "Shannon" in text
     link = re.search(r'href="([^"]*ch01_bigrams\.ipynb)"', raw)
     assert link, "no download link to the exercise notebook"
     assert (built_book / link.group(1)).exists()
