@@ -145,6 +145,12 @@ def test_choice_of_k_and_interpolation_weights_match_the_prose(page, names_split
     high = min(100 * (curves[n][1] / curves[n][0] - 1) for n in (4, 5))
     assert float(spread) == pytest.approx(low, abs=0.1)
     assert high > 10 * float(spread), "higher orders care much more about k"
+    # the 4- and 5-gram curves are U-shaped: their best k lies inside the grid
+    best_k = dict(re.findall(r"n = (\d): best k ([\d.e-]+),", text))
+    grid = np.logspace(-3, 0.5, 15)
+    for n in ("4", "5"):
+        assert grid[0] < float(best_k[n]) < grid[-1]
+        assert curves[int(n)][1] > 1.2 * curves[int(n)][0], "k matters for long contexts"
 
     weights = table_with(raw, "n", "λ₅")[-1]
     lambdas = [float(w) for w in weights[1:]]

@@ -86,6 +86,7 @@ def test_the_mlp_beats_every_ngram_model_on_validation_by_a_small_margin(page, c
     assert float(five_gap) == pytest.approx(gap["interpolated 5-gram"], abs=0.011)
     size = {name: int(comparison[name][0].replace(",", "")) for name in comparison}
     assert size[mlp] < min(size[name] for name in ngrams[1:])
+    assert 5 * size[mlp] < size["interpolated 5-gram"], "the summary says far fewer numbers"
     summary_mean, summary_five = prose(text, r"few per cent \(NUM against NUM\)")
     assert (summary_mean, summary_five) == (mean, five)
 
