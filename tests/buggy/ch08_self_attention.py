@@ -34,6 +34,17 @@ def _masked_softmax_rows(scores, mask):
     return torch.softmax(torch.where(some, scores, 0.0), dim=-1) * some
 
 
+def _scores(q, k):
+    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+
+
+def _filled_softmax(scores, mask, fill, dim=-1):
+    """Masked scores set to ``fill``, then a plain softmax over ``dim``."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, fill)
+    return torch.softmax(scores, dim=dim)
+
+
 # ----------------------------------------------------------------- scaled_dot_product_attention
 
 
@@ -59,10 +70,7 @@ def _(q, k, v, mask=None):
     "softmax over dim=-2 (the queries) instead of the keys",
 )
 def _(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, -1e9)
-    weights = torch.softmax(scores, dim=-2)
+    weights = _filled_softmax(_scores(q, k), mask, -1e9, dim=-2)
     return weights @ v, weights
 
 
@@ -72,8 +80,7 @@ def _(q, k, v, mask=None):
     "masked_fill(mask, -inf): the allowed positions are the ones removed",
 )
 def _(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    weights = torch.softmax(scores, dim=-1) if mask is None else _masked_softmax_rows(scores, ~mask)
+    weights = _masked_softmax_rows(_scores(q, k), None if mask is None else ~mask)
     return weights @ v, weights
 
 
@@ -83,7 +90,7 @@ def _(q, k, v, mask=None):
     "softmax of all scores, then multiplied by the mask: rows no longer sum to 1",
 )
 def _(q, k, v, mask=None):
-    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    weights = torch.softmax(_scores(q, k), dim=-1)
     if mask is not None:
         weights = weights * mask
     return weights @ v, weights
@@ -95,10 +102,7 @@ def _(q, k, v, mask=None):
     "masked scores set to -1e9: a fully masked row spreads its weight over the forbidden keys",
 )
 def _(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, -1e9)
-    weights = torch.softmax(scores, dim=-1)
+    weights = _filled_softmax(_scores(q, k), mask, -1e9)
     return weights @ v, weights
 
 
@@ -108,10 +112,7 @@ def _(q, k, v, mask=None):
     "masked scores set to -inf with nothing else: a fully masked row is nan",
 )
 def _(q, k, v, mask=None):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
+    weights = _filled_softmax(_scores(q, k), mask, float("-inf"))
     return weights @ v, weights
 
 
@@ -121,7 +122,7 @@ def _(q, k, v, mask=None):
     "softmax by hand without subtracting the row maximum: overflows",
 )
 def _(q, k, v, mask=None):
-    e = torch.exp(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
+    e = torch.exp(_scores(q, k))
     if mask is not None:
         e = e * mask
     total = e.sum(dim=-1, keepdim=True)
@@ -143,14 +144,19 @@ def _(q, k, v, mask=None):
 # --------------------------------------------------------------------------------- causal_mask
 
 
-@bug("causal_mask", "wrong_direction", "triu: each query sees the future and not the past")
-def _(size, padding=None):
-    allowed = torch.ones(size, size, dtype=torch.bool).triu()
+def _with_padding(allowed, size, padding, combine):
+    """The (size, size) mask alone, or combined with the padding by ``combine``."""
     if padding is None:
         return allowed
     if padding.shape[-1] != size:
         raise ValueError(size)
-    return allowed & padding[:, None, :]
+    return combine(allowed, padding)
+
+
+@bug("causal_mask", "wrong_direction", "triu: each query sees the future and not the past")
+def _(size, padding=None):
+    allowed = torch.ones(size, size, dtype=torch.bool).triu()
+    return _with_padding(allowed, size, padding, lambda a, p: a & p[:, None, :])
 
 
 @bug(
@@ -160,11 +166,7 @@ def _(size, padding=None):
 )
 def _(size, padding=None):
     allowed = torch.ones(size, size, dtype=torch.bool).tril()
-    if padding is None:
-        return allowed
-    if padding.shape[-1] != size:
-        raise ValueError(size)
-    return allowed & padding[:, :, None]
+    return _with_padding(allowed, size, padding, lambda a, p: a & p[:, :, None])
 
 
 @bug("causal_mask", "padding_ignored", "the padding argument is accepted and ignored")
@@ -177,21 +179,13 @@ def _(size, padding=None):
 @bug("causal_mask", "float_mask", "a float 0/1 mask: ~mask and masked_fill need bools")
 def _(size, padding=None):
     allowed = torch.ones(size, size).tril()
-    if padding is None:
-        return allowed
-    if padding.shape[-1] != size:
-        raise ValueError(size)
-    return allowed * padding[:, None, :]
+    return _with_padding(allowed, size, padding, lambda a, p: a * p[:, None, :])
 
 
 @bug("causal_mask", "padding_or", "causal OR padding: a real key in the future becomes visible")
 def _(size, padding=None):
     allowed = torch.ones(size, size, dtype=torch.bool).tril()
-    if padding is None:
-        return allowed
-    if padding.shape[-1] != size:
-        raise ValueError(size)
-    return allowed | padding[:, None, :]
+    return _with_padding(allowed, size, padding, lambda a, p: a | p[:, None, :])
 
 
 # --------------------------------------------------------------------------------- split_heads
