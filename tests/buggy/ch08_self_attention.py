@@ -1,0 +1,390 @@
+"""Known-buggy answers to the ch08_self_attention exercise: mistakes learners really make.
+
+Same layout as ``ch07_attention.py``: each function carries the name of the exercise part it
+answers and is registered in ``BUGS[name]`` with a one-line description; the hidden tests of the
+notebook must fail every one of them while the reference passes. Among them are the mistakes of
+the course's source documents (the exponent i/d in the positional encoding, a 4-D array
+transposed as a whole when splitting heads). ``ALTERNATIVES`` (at the end) holds correct answers
+written differently (einsum and a hand-written stable softmax, a comparison of positions, a
+permute of an unflattened axis, NumPy loops), which the hidden tests must accept.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ._registry import new_registry
+
+REFERENCE = ("mini_llm.attention",)
+"""the mini_llm modules that hold the reference of each graded part"""
+
+BUGS, ALTERNATIVES, bug, correct = new_registry()
+
+
+def _masked_softmax_rows(scores, mask):
+    """The correct masked softmax (zeros for a row with nothing allowed), shared by the bugs
+    whose mistake lies elsewhere."""
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    some = mask.any(dim=-1, keepdim=True)
+    return torch.softmax(torch.where(some, scores, 0.0), dim=-1) * some
+
+
+def _scores(q, k):
+    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+
+
+def _filled_softmax(scores, mask, fill, dim=-1):
+    """Masked scores set to ``fill``, then a plain softmax over ``dim``."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, fill)
+    return torch.softmax(scores, dim=dim)
+
+
+# ----------------------------------------------------------------- scaled_dot_product_attention
+
+
+@bug("scaled_dot_product_attention", "no_scaling", "the scores are not divided by sqrt(d_k)")
+def _(q, k, v, mask=None):
+    weights = _masked_softmax_rows(q @ k.transpose(-2, -1), mask)
+    return weights @ v, weights
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "divide_by_d_k",
+    "the scores are divided by d_k instead of sqrt(d_k)",
+)
+def _(q, k, v, mask=None):
+    weights = _masked_softmax_rows(q @ k.transpose(-2, -1) / q.shape[-1], mask)
+    return weights @ v, weights
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "softmax_over_queries",
+    "softmax over dim=-2 (the queries) instead of the keys",
+)
+def _(q, k, v, mask=None):
+    weights = _filled_softmax(_scores(q, k), mask, -1e9, dim=-2)
+    return weights @ v, weights
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "mask_inverted",
+    "masked_fill(mask, -inf): the allowed positions are the ones removed",
+)
+def _(q, k, v, mask=None):
+    weights = _masked_softmax_rows(_scores(q, k), None if mask is None else ~mask)
+    return weights @ v, weights
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "mask_after_softmax",
+    "softmax of all scores, then multiplied by the mask: rows no longer sum to 1",
+)
+def _(q, k, v, mask=None):
+    weights = torch.softmax(_scores(q, k), dim=-1)
+    if mask is not None:
+        weights = weights * mask
+    return weights @ v, weights
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "minus_1e9_fill",
+    "masked scores set to -1e9: a fully masked row spreads its weight over the forbidden keys",
+)
+def _(q, k, v, mask=None):
+    weights = _filled_softmax(_scores(q, k), mask, -1e9)
+    return weights @ v, weights
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "nan_on_empty_row",
+    "masked scores set to -inf with nothing else: a fully masked row is nan",
+)
+def _(q, k, v, mask=None):
+    weights = _filled_softmax(_scores(q, k), mask, float("-inf"))
+    return weights @ v, weights
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "exp_without_max",
+    "softmax by hand without subtracting the row maximum: overflows",
+)
+def _(q, k, v, mask=None):
+    e = torch.exp(_scores(q, k))
+    if mask is not None:
+        e = e * mask
+    total = e.sum(dim=-1, keepdim=True)
+    weights = torch.where(total > 0, e / total, 0.0)
+    return weights @ v, weights
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "k_dot_T",
+    "q @ k.T: only right for 2-D inputs (.T reverses every axis)",
+)
+def _(q, k, v, mask=None):
+    key_axes_reversed = k.permute(*reversed(range(k.dim())))  # what .T does
+    weights = _masked_softmax_rows(q @ key_axes_reversed / math.sqrt(q.shape[-1]), mask)
+    return weights @ v, weights
+
+
+# --------------------------------------------------------------------------------- causal_mask
+
+
+def _with_padding(allowed, size, padding, combine):
+    """The (size, size) mask alone, or combined with the padding by ``combine``."""
+    if padding is None:
+        return allowed
+    if padding.shape[-1] != size:
+        raise ValueError(size)
+    return combine(allowed, padding)
+
+
+@bug("causal_mask", "wrong_direction", "triu: each query sees the future and not the past")
+def _(size, padding=None):
+    allowed = torch.ones(size, size, dtype=torch.bool).triu()
+    return _with_padding(allowed, size, padding, lambda a, p: a & p[:, None, :])
+
+
+@bug(
+    "causal_mask",
+    "padding_on_queries",
+    "padding[:, :, None]: the padded queries are hidden instead of the padded keys",
+)
+def _(size, padding=None):
+    allowed = torch.ones(size, size, dtype=torch.bool).tril()
+    return _with_padding(allowed, size, padding, lambda a, p: a & p[:, :, None])
+
+
+@bug("causal_mask", "padding_ignored", "the padding argument is accepted and ignored")
+def _(size, padding=None):
+    if padding is not None and padding.shape[-1] != size:
+        raise ValueError(size)
+    return torch.ones(size, size, dtype=torch.bool).tril()
+
+
+@bug("causal_mask", "float_mask", "a float 0/1 mask: ~mask and masked_fill need bools")
+def _(size, padding=None):
+    allowed = torch.ones(size, size).tril()
+    return _with_padding(allowed, size, padding, lambda a, p: a * p[:, None, :])
+
+
+@bug("causal_mask", "padding_or", "causal OR padding: a real key in the future becomes visible")
+def _(size, padding=None):
+    allowed = torch.ones(size, size, dtype=torch.bool).tril()
+    return _with_padding(allowed, size, padding, lambda a, p: a | p[:, None, :])
+
+
+# --------------------------------------------------------------------------------- split_heads
+
+
+@bug(
+    "split_heads",
+    "view_without_transpose",
+    "x.reshape(..., H, T, d/H) straight away: the right shape, the sequence cut into pieces",
+)
+def _(x, n_heads):
+    *batch, T, d = x.shape
+    if d % n_heads:
+        raise ValueError(d)
+    return x.reshape(*batch, n_heads, T, d // n_heads)
+
+
+@bug(
+    "split_heads",
+    "interleaved_heads",
+    "reshape to (..., T, d/H, H): head h gets every H-th feature",
+)
+def _(x, n_heads):
+    *batch, T, d = x.shape
+    if d % n_heads:
+        raise ValueError(d)
+    return x.reshape(*batch, T, d // n_heads, n_heads).movedim(-1, -3)
+
+
+@bug(
+    "split_heads",
+    "whole_array_transposed",
+    "the split array transposed as a whole (.T): every axis reversed",
+)
+def _(x, n_heads):
+    *batch, T, d = x.shape
+    if d % n_heads:
+        raise ValueError(d)
+    split = x.reshape(*batch, T, n_heads, d // n_heads)
+    return split.permute(*reversed(range(split.dim())))
+
+
+@bug(
+    "split_heads",
+    "no_divisibility_check",
+    "d // n_heads without a check: 10 features in 4 heads silently drop two",
+)
+def _(x, n_heads):
+    *batch, T, d = x.shape
+    width = d // n_heads
+    return x[..., : n_heads * width].reshape(*batch, T, n_heads, width).transpose(-3, -2)
+
+
+# ------------------------------------------------------------------ sinusoidal_positional_encoding
+
+
+def _table(max_len, d_model, angle_of_column, even=torch.sin, odd=torch.cos):
+    p = torch.arange(max_len, dtype=torch.float64)[:, None]
+    columns = torch.arange(d_model, dtype=torch.float64)
+    angles = angle_of_column(p, columns, d_model)
+    return torch.where(columns.long() % 2 == 0, even(angles), odd(angles))
+
+
+@bug(
+    "sinusoidal_positional_encoding",
+    "exponent_i_over_d",
+    "exponent j/d for column j instead of 2*floor(j/2)/d: sin and cos of a pair at different frequencies",
+)
+def _(max_len, d_model):
+    return _table(max_len, d_model, lambda p, j, d: p / 10000 ** (j / d))
+
+
+@bug(
+    "sinusoidal_positional_encoding",
+    "sin_cos_swapped",
+    "cos in the even columns, sin in the odd ones",
+)
+def _(max_len, d_model):
+    return _table(
+        max_len,
+        d_model,
+        lambda p, j, d: p / 10000 ** (2 * (j // 2) / d),
+        even=torch.cos,
+        odd=torch.sin,
+    )
+
+
+@bug(
+    "sinusoidal_positional_encoding",
+    "halves_not_interleaved",
+    "all the sines first, then all the cosines, instead of interleaved",
+)
+def _(max_len, d_model):
+    half = (d_model + 1) // 2
+    p = torch.arange(max_len, dtype=torch.float64)[:, None]
+    angles = p / 10000 ** (2 * torch.arange(half, dtype=torch.float64) / d_model)
+    return torch.cat([torch.sin(angles), torch.cos(angles[:, : d_model - half])], dim=1)
+
+
+@bug(
+    "sinusoidal_positional_encoding",
+    "power_not_divided",
+    "p * 10000^(2i/d): the frequencies grow instead of shrinking",
+)
+def _(max_len, d_model):
+    return _table(max_len, d_model, lambda p, j, d: p * 10000 ** (2 * (j // 2) / d))
+
+
+@bug(
+    "sinusoidal_positional_encoding",
+    "odd_width_crash",
+    "assumes an even d_model: an odd one raises",
+)
+def _(max_len, d_model):
+    p = torch.arange(max_len, dtype=torch.float64)[:, None]
+    angles = p / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).reshape(max_len, d_model)
+
+
+# ------------------------------------------------------------------------------ alternatives
+
+
+@correct("scaled_dot_product_attention", "einsum_stable_softmax")
+def _(q, k, v, mask=None):
+    scores = torch.einsum("...td,...sd->...ts", q, k) * q.shape[-1] ** -0.5
+    allowed = torch.ones_like(scores, dtype=torch.bool) if mask is None else mask.expand_as(scores)
+    scores = torch.where(allowed, scores, torch.tensor(-math.inf, dtype=scores.dtype))
+    top = scores.amax(dim=-1, keepdim=True)
+    e = torch.exp(scores - torch.where(torch.isinf(top), 0.0, top))
+    total = e.sum(dim=-1, keepdim=True)
+    weights = e / torch.where(total == 0, 1.0, total)
+    return torch.einsum("...ts,...sd->...td", weights, v), weights
+
+
+@correct("scaled_dot_product_attention", "nan_to_num")
+def _(q, k, v, mask=None):
+    scores = torch.matmul(q, k.mT) / torch.tensor(float(q.size(-1))).sqrt()
+    if mask is not None:
+        scores = scores.masked_fill(mask.logical_not(), -torch.inf)
+    weights = torch.nan_to_num(scores.softmax(-1), nan=0.0)
+    return torch.matmul(weights, v), weights
+
+
+@correct("causal_mask", "compare_positions")
+def _(size, padding=None):
+    position = torch.arange(size)
+    allowed = position[None, :] <= position[:, None]
+    if padding is not None:
+        if padding.size(1) != size:
+            raise ValueError("padding length")
+        allowed = allowed.unsqueeze(0).logical_and(padding.unsqueeze(1))
+    return allowed
+
+
+@correct("causal_mask", "numpy_loops")
+def _(size, padding=None):
+    if padding is not None and padding.shape[1] != size:
+        raise ValueError("padding length")
+    rows = 1 if padding is None else padding.shape[0]
+    out = np.zeros((rows, size, size), dtype=bool)
+    for b in range(rows):
+        for t in range(size):
+            for s in range(t + 1):
+                out[b, t, s] = True if padding is None else bool(padding[b, s])
+    out = torch.from_numpy(out)
+    return out[0] if padding is None else out
+
+
+@correct("split_heads", "unflatten_movedim")
+def _(x, n_heads):
+    if x.size(-1) % n_heads != 0:
+        raise ValueError("not divisible")
+    return x.unflatten(-1, (n_heads, -1)).movedim(-2, -3)
+
+
+@correct("split_heads", "stack_slices")
+def _(x, n_heads):
+    d = x.shape[-1]
+    if d % n_heads:
+        raise ValueError("not divisible")
+    width = d // n_heads
+    return torch.stack([x[..., h * width : (h + 1) * width] for h in range(n_heads)], dim=-3)
+
+
+@correct("sinusoidal_positional_encoding", "numpy_loops")
+def _(max_len, d_model):
+    table = np.zeros((max_len, d_model))
+    for p in range(max_len):
+        for i in range(0, d_model, 2):
+            angle = p / 10000 ** (i / d_model)
+            table[p, i] = np.sin(angle)
+            if i + 1 < d_model:
+                table[p, i + 1] = np.cos(angle)
+    return torch.tensor(table, dtype=torch.float32)
+
+
+@correct("sinusoidal_positional_encoding", "exp_log_frequencies")
+def _(max_len, d_model):
+    frequencies = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2) / d_model)
+    angles = torch.outer(torch.arange(max_len, dtype=torch.float32), frequencies)
+    pairs = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)
+    return pairs[:, :d_model]

@@ -1,0 +1,156 @@
+"""Chapter 8's rendered page: every number its prose states is a glued value, shown on the page,
+and every comparison the prose makes holds for those values."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+
+import pytest
+from _book_helpers import html_tables, read_page
+
+
+@pytest.fixture(scope="module")
+def page(built_book):
+    return read_page(built_book, "ch08_self_attention")
+
+
+@pytest.fixture(scope="module")
+def glued(built_book):
+    """name -> value of every glue() call, as the executed page recorded it."""
+    executed = built_book.parent / "jupyter_execute" / "ch08_self_attention.glue.json"
+    records = json.loads(executed.read_text(encoding="utf-8"))
+    return {
+        name: ast.literal_eval(record["data"]["text/plain"]) for name, record in records.items()
+    }
+
+
+def shown(page, glued, name, spec):
+    """The glued value, after checking that the prose shows it formatted with ``spec``."""
+    _, text = page
+    value = glued[name]
+    assert format(value, spec) in text, f"{name} = {format(value, spec)} not on the page"
+    return value
+
+
+def test_it_attends_to_agent(page, glued):
+    weight = shown(page, glued, "ch08_it_agent", ".2f")
+    _, text = page
+    others = [float(w) for w in re.findall(r"'it' -> (?!agent)\w+\s+([\d.]+)", text)]
+    assert len(others) == 6 and weight > 1 / 7 and weight > max(others)
+
+
+def test_equal_to_pytorch_and_to_the_gpt(page, glued):
+    for name in ("ch08_gap_sdpa", "ch08_gap_mha", "ch08_gap_gpt"):
+        assert glued[name] <= 1e-6, name
+    _, text = page
+    assert "largest difference from PyTorch's function" in text
+    assert "largest difference from the GPT's attention" in text
+
+
+def test_square_root_scaling_measured(page, glued):
+    low = shown(page, glued, "ch08_var_ratio_min", ".2f")
+    high = shown(page, glued, "ch08_var_ratio_max", ".2f")
+    assert 0.9 < low <= high < 1.1  # Var(q.k) = d_k
+    top_unscaled = shown(page, glued, "ch08_top_unscaled_512", ".2f")
+    top_scaled = shown(page, glued, "ch08_top_scaled_512", ".2f")
+    assert top_unscaled > 0.8 and top_scaled < 0.4  # one-hot without, spread with
+    entropy_unscaled = shown(page, glued, "ch08_entropy_unscaled_512", ".2f")
+    entropy_scaled = shown(page, glued, "ch08_entropy_scaled_512", ".2f")
+    uniform = shown(page, glued, "ch08_entropy_uniform", ".2f")
+    assert uniform == pytest.approx(math.log(16))
+    assert entropy_unscaled < 0.5 and entropy_scaled > 0.8 * uniform  # "close to uniform"
+
+
+def test_training_with_and_without_scaling(page, glued):
+    _, text = page
+    found = re.findall(
+        r"(with|without) scaling: loss < 0\.1 \(5-step mean\) after "
+        r"\[([\d, ]+)\] steps",
+        text,
+    )
+    runs = {which: [int(s) for s in steps.split(",")] for which, steps in found}
+    assert set(runs) == {"with", "without"} and all(len(r) == 3 for r in runs.values())
+    scaled = shown(page, glued, "ch08_steps_scaled", ".0f")
+    unscaled = shown(page, glued, "ch08_steps_unscaled", ".0f")
+    assert scaled == pytest.approx(sum(runs["with"]) / 3)
+    assert unscaled == pytest.approx(sum(runs["without"]) / 3)
+    ratio = shown(page, glued, "ch08_steps_ratio", ".1f")
+    assert ratio == pytest.approx(unscaled / scaled)
+    assert ratio > 1  # "the unscaled model is slower"
+    per_seed = [u / s for u, s in zip(runs["without"], runs["with"], strict=True)]
+    assert shown(page, glued, "ch08_steps_ratio_min", ".1f") == pytest.approx(min(per_seed))
+    assert shown(page, glued, "ch08_steps_ratio_max", ".1f") == pytest.approx(max(per_seed))
+    note = glued["ch08_unreached_note"]
+    assert note in text
+    budget_hits = sum(s == 200 for s in runs["with"] + runs["without"])
+    assert ("all six runs got there" in note) == (budget_hits == 0)
+    assert max(runs["with"]) < 200  # "still learns" needs the scaled runs at least
+
+
+def test_masks_and_empty_rows(page, glued):
+    _, text = page
+    assert glued["ch08_prefix_change_causal"] == 0.0
+    assert glued["ch08_prefix_change_none"] > 0.01
+    assert "-inf fill: [[nan, nan, nan]]" in text
+    assert "-1e9 fill: [[0.3333333" in text
+    assert "mini_llm : [[0.0, 0.0, 0.0]]" in text
+
+
+def test_positions(page, glued):
+    assert shown(page, glued, "ch08_gap_perm", ".1e") < 1e-5
+    assert shown(page, glued, "ch08_gap_perm_pe", ".2f") > 0.05
+    assert shown(page, glued, "ch08_spread_correct", ".1e") < 1e-5
+    assert shown(page, glued, "ch08_spread_wrong", ".2f") > 0.1
+
+
+def test_extrapolation(page, glued):
+    raw, _ = page
+    table = next(rows for rows in html_tables(raw) if rows and rows[0][0] == "positions")
+    assert [row[0] for row in table[1:]] == ["learned", "sinusoidal", "relative"]
+    for scheme in ("learned", "sinusoidal", "relative"):
+        assert shown(page, glued, f"ch08_seen_{scheme}", ".1%") > 0.95  # all three learn it
+        assert glued[f"ch08_beyond_min_{scheme}"] <= glued[f"ch08_beyond_{scheme}"]
+        assert glued[f"ch08_beyond_{scheme}"] <= glued[f"ch08_beyond_max_{scheme}"]
+    learned = shown(page, glued, "ch08_beyond_learned", ".1%")
+    sinusoidal = shown(page, glued, "ch08_beyond_sinusoidal", ".1%")
+    relative = shown(page, glued, "ch08_beyond_relative", ".1%")
+    assert learned < 0.12  # "about chance", 1/16
+    assert relative > max(learned, sinusoidal) + 0.2  # the relative bias extrapolates
+
+
+def test_heads_cost_nothing_extra_and_split_the_work(page, glued):
+    raw, _ = page
+    assert shown(page, glued, "ch08_params", "") == "16,384" == f"{4 * 64 * 64:,}"
+    assert glued["ch08_params_distinct"] == 1 and glued["ch08_flops_distinct"] == 1
+    T, d = 128, 64
+    assert shown(page, glued, "ch08_flops", "") == f"{8 * T * d * d + 4 * T * T * d:,}"
+    table = next(rows for rows in html_tables(raw) if rows and rows[0][0] == "heads H")
+    assert [row[0] for row in table[1:]] == ["1", "2", "4", "8"]
+    k0, k1 = shown(page, glued, "ch08_head0_k", ".0f"), shown(page, glued, "ch08_head1_k", ".0f")
+    assert {k0, k1} == {1, 3}  # each head took one of the two distances
+    assert shown(page, glued, "ch08_head0_w", ".2f") > 0.8
+    assert shown(page, glued, "ch08_head1_w", ".2f") > 0.8
+    assert shown(page, glued, "ch08_head_accuracy", ".1%") > 0.95
+
+
+def test_cost(page, glued):
+    assert shown(page, glued, "ch08_slope_bytes", ".2f") == pytest.approx(2, abs=0.01)
+    slope_time = shown(page, glued, "ch08_slope_time", ".2f")
+    slope_rnn = shown(page, glued, "ch08_slope_rnn", ".2f")
+    assert slope_time > 1.8  # "at least quadratic" (timing noise allowed for)
+    assert slope_rnn < slope_time  # "the RNN's time grows more slowly"
+    first = shown(page, glued, "ch08_rnn_over_attention_first", ".1f")
+    last = shown(page, glued, "ch08_rnn_over_attention_last", ".1f")
+    assert first > 1 and last < first  # slower at n = 128; the gap closes
+
+
+def test_page_has_its_figures_diagram_and_math(page):
+    raw, text = page
+    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 6
+    assert re.search(r'<(object|img)[^>]+\.svg"[^>]*class="graphviz"', raw), "no diagram"
+    for n in range(1, 8):
+        assert f"Fig. 8.{n}" in text, f"Fig. 8.{n} is not referred to"
+    assert raw.count('class="math') >= 8
