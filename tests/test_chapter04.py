@@ -33,7 +33,7 @@ def glued(built_book):
 def table_with_header(raw: str, *columns: str) -> list[list[str]]:
     """The rows of the table whose header starts with ``columns``."""
     for rows in html_tables(raw):
-        if rows and rows[0][:len(columns)] == list(columns):
+        if rows and rows[0][: len(columns)] == list(columns):
             return rows
     raise AssertionError(f"no table whose header starts with {columns}")
 
@@ -73,7 +73,8 @@ def test_zipf_fit_and_what_the_prose_says_about_it(glued):
     every_slope, every_intercept = np.polyfit(np.log(rank), np.log(counts), 1)
     assert glued["ch04_zipf_every_slope"] == f"{every_slope:.2f}"
     assert float(glued["ch04_zipf_every_top_ratio"]) == pytest.approx(
-        np.exp(every_intercept) / counts[0], abs=0.5)
+        np.exp(every_intercept) / counts[0], abs=0.5
+    )
     assert np.exp(every_intercept) / counts[0] > 10
     assert glued["ch04_share_above_100"] == f"{(rank > 100).mean():.0%}"
 
@@ -108,10 +109,13 @@ def test_pairs_of_the_example_line_are_every_word_within_two_places(page):
 
 def test_untrained_loss_is_k_plus_one_log_two_and_training_lowers_it(page):
     _, text = page
-    got, formula = re.search(r"untrained loss ([\d.]+) = \(K \+ 1\) log 2 = ([\d.]+)", text).groups()
+    got, formula = re.search(
+        r"untrained loss ([\d.]+) = \(K \+ 1\) log 2 = ([\d.]+)", text
+    ).groups()
     assert got == formula == f"{6 * math.log(2):.4f}"
-    first, last = map(float, re.search(r"loss ([\d.]+) at the first step, ([\d.]+) over the last",
-                                       text).groups())
+    first, last = map(
+        float, re.search(r"loss ([\d.]+) at the first step, ([\d.]+) over the last", text).groups()
+    )
     assert first == pytest.approx(6 * math.log(2), abs=1e-3)
     assert last < first - 1.0
 
@@ -143,8 +147,9 @@ def test_the_center_table_is_the_word_vectors(page):
     _, text = page
     model = SkipGram(10, 4)
     assert model.vectors().data_ptr() == model.center.weight.data_ptr()
-    assert re.search(r"the\s+center\s+table\s+is\s+the\s+one\s+kept\s+as\s+the\s+word\s+vectors",
-                     text)
+    assert re.search(
+        r"the\s+center\s+table\s+is\s+the\s+one\s+kept\s+as\s+the\s+word\s+vectors", text
+    )
 
 
 def test_training_time_and_vector_lengths_are_glued(page, glued):
@@ -166,8 +171,18 @@ def test_neighbours_are_distinct_other_words_showing_what_the_prose_names(page):
         "king": {"henry", "edward", "richard", "warwick", "york", "lancaster", "liege", "vi"},
         "night": {"day", "morrow", "morning", "midnight", "noon", "hours", "evening"},
         "thou": {"art", "dost", "wilt"},
-        "rome": {"roman", "romans", "tribunes", "tribune", "senators", "capitol", "patricians",
-                 "emperor", "caesar's", "emperor's"},
+        "rome": {
+            "roman",
+            "romans",
+            "tribunes",
+            "tribune",
+            "senators",
+            "capitol",
+            "patricians",
+            "emperor",
+            "caesar's",
+            "emperor's",
+        },
     }
     for word, expected in named.items():
         assert len(set(neighbours[word]) & expected) >= 2, (word, neighbours[word])
@@ -184,12 +199,21 @@ def test_analogies_beat_the_random_control_and_the_page_reports_them_honestly(pa
         assert not {a, b, c} & set(top), question
         assert verdict == ("yes" if answer == expected else "top 5" if expected in top else "no")
         right += verdict == "yes"
-    hits, hits_5, random_hits = map(int, re.search(
-        r"trained vectors: (\d+) of 16 right at the first guess, (\d+) in the top 5\s+"
-        r"random vectors: (\d+) of 16", text).groups())
+    hits, hits_5, random_hits = map(
+        int,
+        re.search(
+            r"trained vectors: (\d+) of 16 right at the first guess, (\d+) in the top 5\s+"
+            r"random vectors: (\d+) of 16",
+            text,
+        ).groups(),
+    )
     assert hits == right and hits_5 >= hits
-    assert (glued["ch04_hits"], glued["ch04_hits_at_5"], glued["ch04_random_hits"],
-            glued["ch04_n_questions"]) == (hits, hits_5, random_hits, 16)
+    assert (
+        glued["ch04_hits"],
+        glued["ch04_hits_at_5"],
+        glued["ch04_random_hits"],
+        glued["ch04_n_questions"],
+    ) == (hits, hits_5, random_hits, 16)
     assert random_hits < hits < 16  # better than chance, and the misses are real
     verdicts = {row[0]: row[4] for row in rows}
     assert verdicts["man : king :: woman : ?"] == "yes"
