@@ -156,6 +156,12 @@ def test_training_time_and_vector_lengths_are_glued(page, glued):
     _, text = page
     seconds = re.search(r"4000 steps in (\d+) s;", text).group(1)
     assert glued["ch04_seconds"] == seconds
+    pairs = int(
+        re.search(r"window 3: ([\d,]+) \(center, context\) pairs", text)[1].replace(",", "")
+    )
+    batch = int(glued["ch04_batch_size"].replace(",", ""))
+    assert glued["ch04_steps"] == "4,000" and batch == 4096
+    assert glued["ch04_epochs"] == f"{4000 * batch / pairs:.0f}"
     assert "in seconds" not in text  # the measured time is what the page states
     assert float(glued["ch04_norm_count_corr"]) < -0.3  # "frequent words: shorter vectors"
 
