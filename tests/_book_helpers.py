@@ -99,3 +99,19 @@ def prose(text: str, pattern: str) -> tuple[str, ...]:
     found = re.search(pattern, text, flags=re.DOTALL)
     assert found, f"the page no longer says: {pattern}"
     return found.groups()
+
+
+def glued_values(built_book: Path, docname: str) -> dict[str, object]:
+    """The values a page glued (``myst_nb.glue``), by key, as the build recorded them; each one
+    is checked to appear in the page's prose, so a test of the value tests the rendered text."""
+    import ast
+    import json
+
+    record = built_book.parent / "jupyter_execute" / f"{docname}.glue.json"
+    outputs = json.loads(record.read_text(encoding="utf-8"))
+    values = {key: ast.literal_eval(out["data"]["text/plain"]) for key, out in outputs.items()}
+    raw = (built_book / f"{docname}.html").read_text(encoding="utf-8")
+    pasted = {html_text(span) for span in re.findall(r'class="pasted-text">(.*?)</span>', raw)}
+    for key, value in values.items():
+        assert str(value) in pasted, f"{docname}: glued {key}={value!r} is not in the prose"
+    return values

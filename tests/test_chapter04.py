@@ -1,7 +1,8 @@
-"""Chapter 4's rendered page: the corpus figures, the pairs, the loss, and what the vectors know.
+"""Chapter 4's rendered page: the corpus figures, Zipf's law, the pairs, the loss and its
+derivation, and what the vectors know.
 
-Counts and pairs are recomputed here independently of the page; the trained vectors' answers
-come from the build, so they are checked for what the prose says about them.
+Counts, the Zipf fit and pairs are recomputed here independently of the page; the trained
+vectors' answers come from the build, so they are checked for what the prose says about them.
 """
 
 from __future__ import annotations
@@ -9,10 +10,13 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pytest
-from _book_helpers import html_tables, read_page
+import torch
+from _book_helpers import glued_values, html_tables, read_page
 
 from mini_llm.corpus import load_corpus
+from mini_llm.embeddings import SkipGram, frequent_words, negative_sampling_loss
 from mini_llm.vocab import word_tokens
 
 
@@ -21,25 +25,76 @@ def page(built_book):
     return read_page(built_book, "ch04_embeddings")
 
 
+@pytest.fixture(scope="module")
+def glued(built_book):
+    return glued_values(built_book, "ch04_embeddings")
+
+
 def table_with_header(raw: str, *columns: str) -> list[list[str]]:
     """The rows of the table whose header starts with ``columns``."""
     for rows in html_tables(raw):
-        if rows and rows[0][:len(columns)] == list(columns):
+        if rows and rows[0][: len(columns)] == list(columns):
             return rows
     raise AssertionError(f"no table whose header starts with {columns}")
 
 
-def test_corpus_figures_are_recomputed(page):
+def test_corpus_figures_are_recomputed(page, glued):
     _, text = page
-    words = [w for play in load_corpus("shakespeare") for w in word_tokens(play)]
+    plays = load_corpus("shakespeare")
+    words = [w for play in plays for w in word_tokens(play)]
     counts: dict[str, int] = {}
     for w in words:
         counts[w] = counts.get(w, 0) + 1
     frequent = sum(1 for n in counts.values() if n >= 5)
-    assert (f"{len(words):,} words, {len(counts):,} distinct; {frequent:,} occur at least 5 "
-            "times") in text
+    assert f"{len(plays)} plays, {len(words):,} words, {len(counts):,} distinct" in text
+    assert f"{frequent:,} occur at least 5 times" in text
     top = max(counts, key=counts.get)
-    assert f"most frequent: {top} ({counts[top]:,})" in text
+    assert re.search(rf"most frequent:\s+{top} \({counts[top]:,}\)", text)
+    assert glued["ch04_n_plays"] == len(plays)
+    assert glued["ch04_n_words"] == f"{len(words):,}" and glued["ch04_V"] == f"{frequent:,}"
+    assert "the 38 plays of chapter 1" not in text  # chapter 1 models first names
+
+
+def test_zipf_fit_and_what_the_prose_says_about_it(glued):
+    """Slope near −1 on log-spaced ranks; the top word below the line by the glued factor,
+    every other word within the glued spread; the fit through every rank misses by > 10x."""
+    _, counts, _ = frequent_words(load_corpus("shakespeare"), min_count=5)
+    rank = np.arange(1, len(counts) + 1)
+    fit_ranks = np.unique(np.geomspace(1, len(counts), 60).round().astype(int))
+    slope, intercept = np.polyfit(np.log(fit_ranks), np.log(counts[fit_ranks - 1]), 1)
+    fitted = np.exp(intercept) * rank**slope
+    assert glued["ch04_zipf_slope"] == f"{slope:.2f}"
+    assert -1.2 < slope < -0.8  # "close to Zipf's -1"
+    top_ratio = fitted[0] / counts[0]
+    assert glued["ch04_zipf_top_ratio"] == f"{top_ratio:.1f}" and top_ratio > 2
+    spread = float(glued["ch04_zipf_spread"])
+    assert np.all(np.abs(np.log(fitted[1:] / counts[1:])) <= np.log(spread) + 0.05)
+    assert spread < top_ratio  # the top word is the exception the prose names
+    every_slope, every_intercept = np.polyfit(np.log(rank), np.log(counts), 1)
+    assert glued["ch04_zipf_every_slope"] == f"{every_slope:.2f}"
+    assert float(glued["ch04_zipf_every_top_ratio"]) == pytest.approx(
+        np.exp(every_intercept) / counts[0], abs=0.5
+    )
+    assert np.exp(every_intercept) / counts[0] > 10
+    assert glued["ch04_share_above_100"] == f"{(rank > 100).mean():.0%}"
+
+
+def test_subsampling_thins_only_the_frequent_words(glued):
+    _, counts, _ = frequent_words(load_corpus("shakespeare"), min_count=5)
+    frequency = counts / counts.sum()
+    thinned = frequency > 1e-4  # keep probability sqrt(t / f) < 1
+    assert glued["ch04_n_thinned"] == f"{thinned.sum():,}"
+    assert glued["ch04_thinned_share"] == f"{frequency[thinned].sum():.0%}"
+    assert thinned.sum() < 0.2 * len(counts)  # "only the ... most frequent words"
+
+
+def test_word_map_groups_gather(page, glued):
+    _, text = page
+    same, total = map(int, re.search(r"(\d+) of (\d+) words: nearest on the map", text).groups())
+    assert (glued["ch04_map_same_group"], glued["ch04_map_words"]) == (same, total)
+    chance = total * 5 / (total - 1)  # five of the other words share a word's group
+    assert glued["ch04_map_chance"] == f"{chance:.0f}"
+    assert same > 2 * chance  # "groups of related words can be seen"
 
 
 def test_pairs_of_the_example_line_are_every_word_within_two_places(page):
@@ -54,10 +109,13 @@ def test_pairs_of_the_example_line_are_every_word_within_two_places(page):
 
 def test_untrained_loss_is_k_plus_one_log_two_and_training_lowers_it(page):
     _, text = page
-    got, formula = re.search(r"untrained loss ([\d.]+) = \(K \+ 1\) log 2 = ([\d.]+)", text).groups()
+    got, formula = re.search(
+        r"untrained loss ([\d.]+) = \(K \+ 1\) log 2 = ([\d.]+)", text
+    ).groups()
     assert got == formula == f"{6 * math.log(2):.4f}"
-    first, last = map(float, re.search(r"loss ([\d.]+) at the first step, ([\d.]+) over the last",
-                                       text).groups())
+    first, last = map(
+        float, re.search(r"loss ([\d.]+) at the first step, ([\d.]+) over the last", text).groups()
+    )
     assert first == pytest.approx(6 * math.log(2), abs=1e-3)
     assert last < first - 1.0
 
@@ -71,6 +129,43 @@ def test_noise_table_lifts_rare_words_and_lowers_frequent_ones(page):
     assert len(set(uniform)) == 1 and all(a > 0 for a in power_075)
 
 
+def test_negative_sampling_loss_is_the_derived_log_likelihood():
+    """The derivation's last lines: the loss is −log σ(s_o) − Σ log(1 − σ(s_n)), and its
+    gradient is σ(s_o) − 1 for the real context and σ(s_n) for each noise word."""
+    scores = torch.randn(7, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    scores.requires_grad_(True)
+    loss = negative_sampling_loss(scores)
+    p = torch.sigmoid(scores.detach())
+    by_formula = -(torch.log(p[:, 0]) + torch.log(1 - p[:, 1:]).sum(dim=1)).mean()
+    assert loss.item() == pytest.approx(by_formula.item(), rel=1e-12)
+    loss.backward()
+    expected = torch.cat([p[:, :1] - 1, p[:, 1:]], dim=1) / len(scores)
+    assert torch.allclose(scores.grad, expected, atol=1e-12)
+
+
+def test_the_center_table_is_the_word_vectors(page):
+    _, text = page
+    model = SkipGram(10, 4)
+    assert model.vectors().data_ptr() == model.center.weight.data_ptr()
+    assert re.search(
+        r"the\s+center\s+table\s+is\s+the\s+one\s+kept\s+as\s+the\s+word\s+vectors", text
+    )
+
+
+def test_training_time_and_vector_lengths_are_glued(page, glued):
+    _, text = page
+    seconds = re.search(r"4000 steps in (\d+) s;", text).group(1)
+    assert glued["ch04_seconds"] == seconds
+    pairs = int(
+        re.search(r"window 3: ([\d,]+) \(center, context\) pairs", text)[1].replace(",", "")
+    )
+    batch = int(glued["ch04_batch_size"].replace(",", ""))
+    assert glued["ch04_steps"] == "4,000" and batch == 4096
+    assert glued["ch04_epochs"] == f"{4000 * batch / pairs:.0f}"
+    assert "in seconds" not in text  # the measured time is what the page states
+    assert float(glued["ch04_norm_count_corr"]) < -0.3  # "frequent words: shorter vectors"
+
+
 def test_neighbours_are_distinct_other_words_showing_what_the_prose_names(page):
     raw, _ = page
     table = table_with_header(raw, "word", "nearest neighbours (most similar first)")
@@ -82,14 +177,24 @@ def test_neighbours_are_distinct_other_words_showing_what_the_prose_names(page):
         "king": {"henry", "edward", "richard", "warwick", "york", "lancaster", "liege", "vi"},
         "night": {"day", "morrow", "morning", "midnight", "noon", "hours", "evening"},
         "thou": {"art", "dost", "wilt"},
-        "rome": {"roman", "romans", "tribunes", "tribune", "senators", "capitol", "patricians",
-                 "emperor", "caesar's", "emperor's"},
+        "rome": {
+            "roman",
+            "romans",
+            "tribunes",
+            "tribune",
+            "senators",
+            "capitol",
+            "patricians",
+            "emperor",
+            "caesar's",
+            "emperor's",
+        },
     }
     for word, expected in named.items():
         assert len(set(neighbours[word]) & expected) >= 2, (word, neighbours[word])
 
 
-def test_analogies_beat_the_random_control_and_the_page_reports_them_honestly(page):
+def test_analogies_beat_the_random_control_and_the_page_reports_them_honestly(page, glued):
     raw, text = page
     rows = table_with_header(raw, "question")[1:]
     assert len(rows) == 16
@@ -100,10 +205,21 @@ def test_analogies_beat_the_random_control_and_the_page_reports_them_honestly(pa
         assert not {a, b, c} & set(top), question
         assert verdict == ("yes" if answer == expected else "top 5" if expected in top else "no")
         right += verdict == "yes"
-    hits, hits_5, random_hits = map(int, re.search(
-        r"trained vectors: (\d+) of 16 right at the first guess, (\d+) in the top 5; "
-        r"random vectors: (\d+) of 16", text).groups())
+    hits, hits_5, random_hits = map(
+        int,
+        re.search(
+            r"trained vectors: (\d+) of 16 right at the first guess, (\d+) in the top 5\s+"
+            r"random vectors: (\d+) of 16",
+            text,
+        ).groups(),
+    )
     assert hits == right and hits_5 >= hits
+    assert (
+        glued["ch04_hits"],
+        glued["ch04_hits_at_5"],
+        glued["ch04_random_hits"],
+        glued["ch04_n_questions"],
+    ) == (hits, hits_5, random_hits, 16)
     assert random_hits < hits < 16  # better than chance, and the misses are real
     verdicts = {row[0]: row[4] for row in rows}
     assert verdicts["man : king :: woman : ?"] == "yes"
@@ -114,5 +230,7 @@ def test_page_has_its_figures_and_math(page):
     """Goals, summary, exercise link and non-empty figures are checked for every chapter in
     test_book.py; here, that this chapter's own figures and equations are there."""
     raw, _ = page
-    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 3, "Zipf/subsampling, loss curve and word map figures expected"
-    assert raw.count('class="math') >= 6
+    for name in ("zipf", "subsampling", "sgns-diagram", "loss", "map"):
+        assert f'id="fig-ch04-{name}"' in raw, f"figure fig-ch04-{name} missing"
+    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 4
+    assert raw.count('class="math') >= 10

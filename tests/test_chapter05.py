@@ -4,21 +4,31 @@ measurements show what the prose says (fading memory, vanishing/exploding gradie
 
 from __future__ import annotations
 
+import html
 import re
 
 import numpy as np
 import pytest
-from _book_helpers import html_tables, read_page
+import torch
+from _book_helpers import glued_values, html_tables, read_page
 
 from mini_llm.corpus import load_text
 from mini_llm.ngram import count_bigrams
+from mini_llm.rnn import RNNLanguageModel, rnn_step
 from mini_llm.smoothing import add_k_probabilities
 from mini_llm.tokenizer import CharTokenizer
+
+PROMPT = "ROMEO:\n"
 
 
 @pytest.fixture(scope="module")
 def page(built_book):
     return read_page(built_book, "ch05_rnn")
+
+
+@pytest.fixture(scope="module")
+def glued(built_book):
+    return glued_values(built_book, "ch05_rnn")
 
 
 def number(pattern: str, text: str) -> float:
@@ -55,48 +65,154 @@ def test_model_size_and_the_bigram_yardstick_are_recomputed(page):
     split = int(0.9 * len(ids))
     counts = count_bigrams([ids[:split]], V)
     val = ids[split:]
-    best = min(-np.log(add_k_probabilities(counts, k)[val[:-1], val[1:]]).mean()
-               for k in (1.0, 0.1, 0.01, 0.001))
+    best = min(
+        -np.log(add_k_probabilities(counts, k)[val[:-1], val[1:]]).mean()
+        for k in (1.0, 0.1, 0.01, 0.001)
+    )
     rows = {row[0].split(" (")[0]: float(row[2]) for row in table(raw, "model")}
     assert rows["bigram counts"] == pytest.approx(best, abs=6e-4)
     assert rows["RNN"] < rows["bigram counts"] - 0.3
 
 
-def test_sample_continues_the_prompt(page):
+def test_prose_states_the_glued_losses(page, glued):
+    raw, text = page
+    rows = {row[0].split(" (")[0]: float(row[2]) for row in table(raw, "model")}
+    assert float(glued["ch05_bigram_val"]) == pytest.approx(rows["bigram counts"], abs=0.006)
+    assert float(glued["ch05_rnn_val"]) == pytest.approx(rows["RNN"], abs=0.006)
+    assert float(glued["ch05_margin"]) == pytest.approx(
+        rows["bigram counts"] - rows["RNN"], abs=0.011
+    )
+    val, train_loss = map(
+        float,
+        re.search(
+            r"validation loss ([\d.]+) nats per character; training loss over the last 50 steps "
+            r"([\d.]+)",
+            text,
+        ).groups(),
+    )
+    assert abs(val - train_loss) < 0.1  # the caption: "the model does not overfit"
+
+
+def generated_sample(raw: str) -> str:
+    """The printed continuation of the prompt, as the page shows it."""
+    outputs = [
+        html.unescape(re.sub(r"<[^>]+>", "", block))
+        for block in re.findall(
+            r'<div class="output stream.*?<pre>(.*?)</pre>', raw, flags=re.DOTALL
+        )
+    ]
+    samples = [out for out in outputs if out.startswith(PROMPT)]
+    assert len(samples) == 1, "the sample is not on the page"
+    # Lines too long for the page continue on the next one, indented by four spaces.
+    return re.sub(r"\n    ", " ", samples[0].rstrip("\n"))[len(PROMPT) :]
+
+
+def test_what_the_prose_says_about_the_sample_is_true(page, glued):
+    """Recomputed from the printed sample: the share of real words, of lines that start with a
+    capital, and that the model wrote no speaker name of its own (the prose says it did not)."""
+    raw, _ = page
+    sample = generated_sample(raw)
+    assert 290 <= len(sample) <= 300  # 300 characters, less any whitespace lost in wrapping
+    assert all(mark in sample for mark in ",:.")  # "punctuated with commas, colons and stops"
+    play_words = set(re.findall(r"[a-z']+", load_text("shakespeare").lower()))
+    words = re.findall(r"[a-z']+", sample.lower())
+    real = sum(w in play_words for w in words) / len(words)
+    assert glued["ch05_sample_real_words"] == f"{real:.0%}"
+    assert real > 0.5  # the summary: "mostly real words"
+    lines = [line for line in sample.splitlines() if line.strip()]
+    capital = sum(line[0].isupper() for line in lines) / len(lines)
+    assert glued["ch05_sample_capital_lines"] == f"{capital:.0%}" and capital >= 0.75
+    speakers = [line for line in lines if re.fullmatch(r"[A-Z][A-Z' ]*:", line.strip())]
+    assert glued["ch05_sample_speakers"] == len(speakers) == 0, speakers
+    assert "speaker names in capitals" not in page[1]
+
+
+def test_jacobian_product_runs_latest_step_first(page):
+    """dh_T/dh_t = J_T ... J_{t+1} with J_s = diag(1 - h_s^2) W_hh, as the page writes it; the
+    reversed order is a different matrix."""
+    raw, _ = page
+    assert r"J_T\, J_{T-1} \cdots J_{t+1}" in raw
+    gen = torch.Generator().manual_seed(0)
+    W_xh, W_hh = (
+        torch.randn(4, 3, generator=gen, dtype=torch.float64),
+        torch.randn(4, 4, generator=gen, dtype=torch.float64),
+    )
+    b_h = torch.randn(4, generator=gen, dtype=torch.float64)
+    xs = torch.randn(3, 1, 3, generator=gen, dtype=torch.float64)
+    h_t = torch.randn(1, 4, generator=gen, dtype=torch.float64)
+
+    def run(h):
+        states = []
+        for x in xs:
+            h = rnn_step(x, h, W_xh, W_hh, b_h)
+            states.append(h)
+        return states
+
+    exact = torch.autograd.functional.jacobian(lambda h: run(h)[-1], h_t)[0, :, 0, :]
+    jacobians = [torch.diag(1 - h[0] ** 2) @ W_hh for h in run(h_t)]
+    latest_first = jacobians[2] @ jacobians[1] @ jacobians[0]
+    assert torch.allclose(exact, latest_first, atol=1e-12)
+    assert not torch.allclose(exact, jacobians[0] @ jacobians[1] @ jacobians[2], atol=1e-3)
+
+
+def test_training_is_truncated_bptt_from_a_zero_state(page, glued):
     _, text = page
-    start = text.rindex("ROMEO:\n")
-    assert len(text[start:start + 310]) == 310 and "\n" in text[start + 7:start + 310]
+    assert re.search(r"truncated\s+backpropagation\s+through\s+time", text)
+    assert glued["ch05_block"] == 64 and glued["ch05_steps_back"] == 63
+    model = RNNLanguageModel(10, embedding_dim=4, hidden_dim=5)
+    idx = torch.randint(0, 10, (2, 7), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(model(idx)[0], model(idx, h0=torch.zeros(2, 5))[0])  # h0 = 0 by default
 
 
-def test_memory_fades_and_gradients_vanish_or_explode_as_the_prose_says(page):
+def test_memory_fades_and_gradients_vanish_or_explode_as_the_prose_says(page, glued):
     _, text = page
     k1 = number(r"change at k = 1: ([\d.e+-]+)", text)
     k10 = number(r"k = 10: ([\d.e+-]+)", text)
     k40 = number(r"k = 40: ([\d.e+-]+)", text)
     assert k1 > 10 * k10 > 100 * k40 > 0
-    ratios = re.search(r"relative to the last: ρ = 0\.5: ([\d.e+-]+), ρ = 1: ([\d.e+-]+), "
-                       r"ρ = 2: ([\d.e+-]+), ρ = 4: ([\d.e+-]+), trained: ([\d.e+-]+)", text)
+    k80 = number(r"k = 80: ([\d.e+-]+)", text)
+    assert 1e-8 < k40 < 1e-6 and 1e-8 < k80 < 1e-6  # "the rounding noise ... around 1e-7"
+    ratios = re.search(
+        r"relative to the last step:\s+ρ = 0\.5: ([\d.e+-]+), "
+        r"ρ = 1: ([\d.e+-]+), ρ = 2: ([\d.e+-]+), ρ = 4: ([\d.e+-]+), "
+        r"trained: ([\d.e+-]+)",
+        text,
+    )
     assert ratios, "the gradient ratios are not on the page"
-    half, one, two, four, trained = map(float, ratios.groups())
-    assert half < 1e-6 and four > 1e6  # astronomically small and large, as the text says
+    printed = ratios.groups()
+    half, one, two, four, trained = map(float, printed)
+    keys = ("half", "one", "two", "four", "trained")
+    assert tuple(glued[f"ch05_ratio_{key}"] for key in keys) == printed
+    assert half < 1e-10 and four > 1e10  # astronomically small and large, as the text says
+    assert one < 1 < two  # "at rho = 1 it still shrinks"; "for rho >= 2 it explodes"
     assert half < one < two < four
     assert trained < 1e-3  # the trained model's gradient vanishes too
 
 
 def test_clipping_rescues_the_run_and_equals_pytorch(page):
-    _, text = page
-    plain = number(r"no clipping\s+loss over the last 50 steps ([\d.]+)", text)
-    clipped = number(r"clipped at norm 1\s+loss over the last 50 steps ([\d.]+)", text)
+    raw, text = page
+    runs = {row[0]: [float(x) for x in row[1:]] for row in table(raw, "run")}
+    (plain_start, plain, plain_norm), (clipped_start, clipped, _) = (
+        runs["no clipping"],
+        runs["clipped at norm 1"],
+    )
+    assert plain_norm > 100  # "a few huge gradients"
+    assert plain > plain_start  # "jumps above its starting value and does not recover"
+    assert clipped < clipped_start - 1.0  # "ends far below where it started"
     assert clipped < plain - 1.0
     ours, theirs = re.search(r"clip_grad_norm_: norm ([\d.]+) vs ([\d.]+)", text).groups()
     assert ours == theirs
-    assert number(r"clip_grad_norm_: norm [\d.]+ vs [\d.]+, largest difference ([\d.e+-]+)",
-                  text) < 1e-6
+    assert (
+        number(r"clip_grad_norm_: norm [\d.]+ vs [\d.]+,\s+largest difference ([\d.e+-]+)", text)
+        < 1e-6
+    )
 
 
 def test_page_has_its_figures_and_math(page):
     """Goals, summary, exercise link and non-empty figures are checked for every chapter in
     test_book.py; here, that this chapter's own figures and equations are there."""
     raw, _ = page
-    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 4, "loss curve, memory, gradients and clipping figures expected"
+    for name in ("unrolled", "training", "memory", "gradients", "clipping"):
+        assert f'id="fig-ch05-{name}"' in raw, f"figure fig-ch05-{name} missing"
+    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 4
     assert raw.count('class="math') >= 8
