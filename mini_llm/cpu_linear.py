@@ -1,20 +1,31 @@
-"""``nn.Linear`` whose large float32 matrix multiplies on the CPU run in oneDNN instead of MKL.
+"""``nn.Linear`` whose large float32 products on the CPU run in oneDNN -- where that is faster.
 
 Why: PyTorch has two CPU math libraries inside it. Plain ``nn.Linear`` uses Intel's MKL, which
 chooses its code by the processor's *vendor*: on AMD chips it runs its AVX2 kernels even when
 the chip has AVX-512. oneDNN, the other library, chooses by the processor's *features*. On the
-course's AMD EPYC machine a large float32 product runs at about 105 GFLOP/s per core in MKL and
-210 in oneDNN (``benchmarks/cpu_matmul.py``), and the three matrix multiplies of a linear layer
-(the forward pass, the gradient of the input and the gradient of the weight) are two thirds of a
-training step of the small GPT. The results are float32 either way, equal to rounding.
+course's AMD EPYC machine with AVX-512 a large float32 product runs at about 105 GFLOP/s per core
+in MKL and 210 in oneDNN (``benchmarks/cpu_matmul.py``). On an AMD EPYC that offers only AVX2,
+though, oneDNN was measured *slower* (0.59-0.92x per layer), and on Intel chips MKL runs AVX-512
+itself. So whether to use it is decided once per process, by :func:`decision`:
 
-oneDNN costs about 10 µs more per call, so small products (one token at a time in generation)
-stay with MKL. Anything else -- other devices, other dtypes, autocast -- is plain ``F.linear``.
+* ``MINI_LLM_ONEDNN=on`` or ``off`` in the environment decides outright (tests, benchmarks);
+* otherwise (``auto``) a CPU without AVX-512, or without oneDNN, keeps ``nn.Linear``; one with
+  AVX-512 times one forward + backward of a GPT-sized layer both ways (about 0.1 s) and uses
+  oneDNN only if it is clearly faster.
+
+Where oneDNN is not used, :class:`Linear` *is* ``nn.Linear``: its forward is the parent's.
+Small products (one token at a time in generation) stay with MKL too, since oneDNN costs about
+10 µs more per call; so do other devices, other dtypes, autocast, and ``torch.func`` transforms
+(``grad``, ``vmap``), which cannot see inside the operator. Results are float32 either way,
+equal to rounding.
 """
 
 from __future__ import annotations
 
+import os
 import platform
+import time
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +34,12 @@ from torch import nn
 # Below this many multiply-adds per product, oneDNN's call overhead outweighs its faster kernel
 # (measured on the course machine: break-even near 64 x 128 x 128).
 MIN_MULTIPLY_ADDS = 1 << 21
+ENVIRONMENT_VARIABLE = "MINI_LLM_ONEDNN"
+# oneDNN must beat nn.Linear by this factor in the start-up measurement to be used: a margin
+# for timing noise on a busy machine, where a wrong "on" would cost more than a missed gain.
+REQUIRED_SPEEDUP = 1.15
+# The measured layer: the MLP's first product of shakespeare-char-cpu (batch 12 x 64 tokens).
+_PROBE_SHAPE = (768, 128, 512)  # rows, in features, out features
 
 
 def onednn_available() -> bool:
@@ -34,9 +51,6 @@ def onednn_available() -> bool:
     return (platform.machine().lower() in ("x86_64", "amd64")
             and torch.backends.mkldnn.is_available()
             and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
-
-
-_ONEDNN = onednn_available()
 
 
 @torch.library.custom_op("mini_llm::onednn_matmul", mutates_args=())
@@ -84,23 +98,105 @@ def _backward(ctx, grad_y):
 onednn_matmul.register_autograd(_backward, setup_context=_save_for_backward)
 
 
+def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
+    """``F.linear`` computed by oneDNN, for ``x`` of any shape (..., in_features)."""
+    y = onednn_matmul(x.reshape(-1, x.size(-1)), weight, bias)
+    return y.view(*x.shape[:-1], y.size(-1))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether :class:`Linear` sends large products to oneDNN in this process, and why."""
+
+    use_onednn: bool
+    reason: str
+
+    def __str__(self) -> str:
+        return f"oneDNN linear layers {'on' if self.use_onednn else 'off'}: {self.reason}"
+
+
+def measure_speedup(repeats: int = 9) -> float:
+    """How many times faster oneDNN runs forward + backward of a GPT-sized layer than MKL.
+
+    Measured on one thread: it compares the two libraries' kernels, not how busy the other
+    cores are. The two take turns, and each is credited with its fastest turn: on a busy
+    machine other processes only ever add time. A private random generator keeps the global
+    one untouched (models built afterwards get the same weights whatever is decided).
+    """
+    rows, n_in, n_out = _PROBE_SHAPE
+    generator = torch.Generator().manual_seed(0)
+    seconds = {F.linear: [], onednn_linear: []}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            x = torch.randn(rows, n_in, generator=generator).requires_grad_()
+            weight = torch.randn(n_out, n_in, generator=generator).requires_grad_()
+            bias = torch.zeros(n_out).requires_grad_()
+            upstream = torch.randn(rows, n_out, generator=generator)
+            for _ in range(2 + repeats):  # two warm-up turns: allocator, oneDNN's kernel cache
+                for linear, times in seconds.items():
+                    start = time.perf_counter()
+                    linear(x, weight, bias).backward(upstream)
+                    times.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return min(seconds[F.linear][2:]) / min(seconds[onednn_linear][2:])
+
+
+def _decide(mode: str) -> Decision:
+    if mode not in ("auto", "on", "off"):
+        raise ValueError(f"{ENVIRONMENT_VARIABLE} must be auto, on or off, got {mode!r}")
+    capability = torch.backends.cpu.get_cpu_capability()
+    if mode == "off":
+        return Decision(False, f"{ENVIRONMENT_VARIABLE}=off")
+    if not onednn_available():
+        return Decision(False, f"no oneDNN linear on this {platform.machine()} CPU/PyTorch build")
+    if mode == "on":
+        return Decision(True, f"{ENVIRONMENT_VARIABLE}=on (CPU capability {capability})")
+    if "AVX512" not in capability:
+        return Decision(False, f"CPU capability {capability}: oneDNN's gain comes from AVX-512 "
+                               "kernels, and without them it measured slower than MKL")
+    speedup = measure_speedup()
+    rows, n_in, n_out = _PROBE_SHAPE
+    verdict = "faster" if speedup >= REQUIRED_SPEEDUP else f"below the {REQUIRED_SPEEDUP}x needed"
+    return Decision(speedup >= REQUIRED_SPEEDUP,
+                    f"CPU capability {capability}, measured {speedup:.2f}x nn.Linear's speed on "
+                    f"{rows}x{n_in}->{n_out} forward + backward ({verdict})")
+
+
+_decision: Decision | None = None
+
+
+def decision() -> Decision:
+    """This process's choice, made on first use (the first :class:`Linear` built) and kept."""
+    global _decision
+    if _decision is None:
+        _decision = _decide(os.environ.get(ENVIRONMENT_VARIABLE, "auto").strip().lower())
+    return _decision
+
+
 def uses_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether :class:`Linear` sends ``x @ weightᵀ`` to oneDNN (see the module docstring)."""
     return (
-        _ONEDNN
+        _decision is not None
+        and _decision.use_onednn
         and x.device.type == "cpu"
         and x.dtype == weight.dtype == torch.float32
         and not torch.is_autocast_enabled("cpu")
+        and not torch._C._are_functorch_transforms_active()  # grad, vmap: see module docstring
         and x.numel() * weight.size(0) >= MIN_MULTIPLY_ADDS
     )
 
 
 class Linear(nn.Linear):
-    """A drop-in ``nn.Linear`` (same parameters, same state dict) that is faster on such CPUs."""
+    """A drop-in ``nn.Linear`` (same parameters, same state dict), faster on some CPUs."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        decision()  # decided here, never while torch.compile traces forward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not uses_onednn(x, self.weight):
-            return F.linear(x, self.weight, self.bias)
-        rows = x.reshape(-1, x.size(-1))
-        y = onednn_matmul(rows, self.weight, self.bias)
-        return y.view(*x.shape[:-1], y.size(-1))
+        if uses_onednn(x, self.weight):
+            return onednn_linear(x, self.weight, self.bias)
+        return super().forward(x)

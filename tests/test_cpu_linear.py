@@ -1,14 +1,88 @@
-"""The oneDNN-backed Linear computes what nn.Linear computes: values and all three gradients."""
+"""The oneDNN-backed Linear: when it is used, and that it computes what nn.Linear computes."""
+
+import platform
 
 import pytest
 import torch
+from torch.func import functional_call, grad, vmap
 
 from mini_llm import cpu_linear
-from mini_llm.cpu_linear import Linear, onednn_available, uses_onednn
+from mini_llm.cpu_linear import Decision, Linear, onednn_available, uses_onednn
 from mini_llm.gpt import GPT, GPTConfig
+
+x86_only = pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64"),
+    reason=f"oneDNN's linear layer is an x86-64 path; this is {platform.machine()}")
 
 # Products big enough for oneDNN: 12·64 rows of 128 features into 384.
 ROWS_SHAPE, IN, OUT = (12, 64), 128, 384
+
+
+@pytest.fixture
+def onednn(monkeypatch):
+    """Force the fast path on, whatever this CPU's own decision is."""
+    monkeypatch.setattr(cpu_linear, "_decision", Decision(True, "forced by the test"))
+
+
+def decide_with(monkeypatch, capability: str, speedup: float):
+    """The decision ``auto`` makes on a CPU of ``capability`` where oneDNN is ``speedup``x."""
+    measured = []
+    monkeypatch.setattr(cpu_linear, "onednn_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    monkeypatch.setattr(cpu_linear, "measure_speedup", lambda: measured.append(1) or speedup)
+    monkeypatch.setattr(cpu_linear, "_decision", None)
+    monkeypatch.delenv(cpu_linear.ENVIRONMENT_VARIABLE, raising=False)
+    first = cpu_linear.decision()
+    assert cpu_linear.decision() is first  # kept for the process
+    return first, len(measured)
+
+
+def test_avx2_keeps_nn_linear_without_measuring(monkeypatch):
+    chosen, measurements = decide_with(monkeypatch, "AVX2", speedup=3.0)
+    assert not chosen.use_onednn and measurements == 0
+    assert "AVX2" in chosen.reason and "AVX2" in str(chosen) and "off" in str(chosen)
+
+
+@pytest.mark.parametrize("speedup, used", [(1.6, True), (1.05, False), (0.8, False)])
+def test_avx512_uses_onednn_only_if_measured_faster(monkeypatch, speedup, used):
+    chosen, measurements = decide_with(monkeypatch, "AVX512", speedup)
+    assert chosen.use_onednn == used and measurements == 1  # measured once, then cached
+    assert f"{speedup:.2f}x" in chosen.reason
+
+
+@pytest.mark.parametrize("mode, used", [("on", True), ("off", False), (" OFF ", False)])
+def test_the_environment_decides_outright(monkeypatch, mode, used):
+    monkeypatch.setattr(cpu_linear, "onednn_available", lambda: True)
+    monkeypatch.setattr(cpu_linear, "measure_speedup", lambda: pytest.fail("measured"))
+    monkeypatch.setattr(cpu_linear, "_decision", None)
+    monkeypatch.setenv(cpu_linear.ENVIRONMENT_VARIABLE, mode)
+    assert cpu_linear.decision().use_onednn == used
+
+
+def test_a_bad_environment_value_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(cpu_linear, "_decision", None)
+    monkeypatch.setenv(cpu_linear.ENVIRONMENT_VARIABLE, "fast")
+    with pytest.raises(ValueError, match="MINI_LLM_ONEDNN must be auto, on or off, got 'fast'"):
+        Linear(2, 2)
+
+
+@x86_only
+def test_the_measurement_times_both_paths_and_leaves_the_random_stream_alone():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    speedup = cpu_linear.measure_speedup(repeats=1)
+    assert torch.equal(torch.rand(3), expected)
+    assert 0.05 < speedup < 20
+
+
+def test_without_the_fast_path_linear_is_nn_linear(monkeypatch):
+    monkeypatch.setattr(cpu_linear, "_decision", Decision(False, "test"))
+    monkeypatch.setattr(cpu_linear, "onednn_matmul", lambda *a: pytest.fail("oneDNN was called"))
+    layer = Linear(IN, OUT)
+    x = torch.randn(*ROWS_SHAPE, IN)
+    assert not uses_onednn(x, layer.weight)
+    torch.testing.assert_close(layer(x), torch.nn.Linear.forward(layer, x), rtol=0, atol=0)
 
 
 def reference_and_ours(bias: bool, seed=0):
@@ -27,15 +101,17 @@ def forward_backward(layer, x, upstream):
     return y.detach(), grads
 
 
-def test_the_fast_path_is_taken_on_this_machine_for_large_float32_products():
+@x86_only
+def test_the_fast_path_is_taken_for_large_float32_products(onednn):
     x, weight = torch.randn(*ROWS_SHAPE, IN), torch.randn(OUT, IN)
-    assert uses_onednn(x, weight) == onednn_available()
     assert onednn_available(), "this PyTorch build has no oneDNN: the GPT's fast path is missing"
+    assert uses_onednn(x, weight)
 
 
+@x86_only
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("transposed_input", [False, True])
-def test_values_and_gradients_equal_nn_linear(bias, transposed_input):
+def test_values_and_gradients_equal_nn_linear(onednn, bias, transposed_input):
     reference, ours = reference_and_ours(bias)
     x = torch.randn(*ROWS_SHAPE, IN)
     if transposed_input:  # a non-contiguous view, as attention's output can be
@@ -50,7 +126,8 @@ def test_values_and_gradients_equal_nn_linear(bias, transposed_input):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4, msg=name)
 
 
-def test_small_products_other_dtypes_and_autocast_use_plain_linear():
+@x86_only
+def test_small_products_other_dtypes_and_autocast_use_plain_linear(onednn):
     weight = torch.randn(OUT, IN)
     assert not uses_onednn(torch.randn(1, IN), weight)  # one token in generation
     assert not uses_onednn(torch.randn(*ROWS_SHAPE, IN, dtype=torch.float64),
@@ -63,6 +140,28 @@ def test_small_products_other_dtypes_and_autocast_use_plain_linear():
     torch.testing.assert_close(layer(x), x @ layer.weight.T + layer.bias)
 
 
+@x86_only
+def test_torch_func_grad_and_vmap_give_the_autograd_results(onednn):
+    """grad over functional_call, and per-sample gradients (vmap of grad), at a fast-path size."""
+    torch.manual_seed(0)
+    layer = Linear(IN, OUT)
+    x = torch.randn(*ROWS_SHAPE, IN)
+    upstream = torch.randn(*ROWS_SHAPE, OUT)
+    params = {name: p.detach() for name, p in layer.named_parameters()}
+
+    def loss(params, x, upstream):
+        return (functional_call(layer, params, (x,)) * upstream).sum()
+
+    _, expected = forward_backward(layer, x, upstream)  # this one goes through oneDNN
+    got = grad(loss)(params, x, upstream)
+    torch.testing.assert_close(got["weight"], expected[1], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got["bias"], expected[2], rtol=1e-4, atol=1e-4)
+    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))(params, x.unsqueeze(1),
+                                                        upstream.unsqueeze(1))
+    torch.testing.assert_close(per_sample["weight"].sum(0), expected[1], rtol=1e-4, atol=1e-3)
+
+
+@x86_only
 def test_gpt_gradients_are_the_same_with_and_without_onednn(monkeypatch):
     """The whole model, tied embedding/head included, trains on the same gradients."""
     config = GPTConfig(vocab_size=82, block_size=64, n_layer=2, n_head=4, n_embd=128)
@@ -71,11 +170,15 @@ def test_gpt_gradients_are_the_same_with_and_without_onednn(monkeypatch):
     y = torch.roll(x, -1, dims=1)
 
     def gradients(use_onednn: bool):
-        monkeypatch.setattr(cpu_linear, "_ONEDNN", use_onednn)
+        monkeypatch.setattr(cpu_linear, "_decision", Decision(use_onednn, "test"))
+        calls = []
+        monkeypatch.setattr(cpu_linear, "onednn_matmul",
+                            lambda *a, real=cpu_linear.onednn_matmul: calls.append(1) or real(*a))
         torch.manual_seed(1)
         model = GPT(config)
         _, loss = model(x, y)
         loss.backward()
+        assert bool(calls) == use_onednn
         return loss.item(), {n: p.grad for n, p in model.named_parameters()}
 
     loss_fast, fast = gradients(True)
@@ -86,7 +189,8 @@ def test_gpt_gradients_are_the_same_with_and_without_onednn(monkeypatch):
         torch.testing.assert_close(fast[name], plain[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
-def test_compiled_linear_matches_eager():
+@x86_only
+def test_compiled_linear_matches_eager(onednn):
     reference, ours = reference_and_ours(bias=True)
     x = torch.randn(*ROWS_SHAPE, IN)
     upstream = torch.randn(*ROWS_SHAPE, OUT)
@@ -95,4 +199,3 @@ def test_compiled_linear_matches_eager():
     torch.testing.assert_close(y, y_ref, rtol=1e-5, atol=1e-5)
     for got, expected in zip(grads, grads_ref, strict=True):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
-
