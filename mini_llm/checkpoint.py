@@ -1,7 +1,9 @@
 """Checkpoints that survive a crash: written to a temporary file, then renamed into place.
 
 ``os.replace`` is atomic, so a checkpoint file is always either the previous complete one or the
-new complete one, never half of each -- even if the process dies while writing.
+new complete one, never half of each -- even if the process dies while writing. Against a power
+cut or a kernel crash the bytes must also be on disk before the rename, and the rename itself
+(an entry of the folder) after it: hence the two ``fsync`` calls.
 """
 
 from __future__ import annotations
@@ -22,8 +24,23 @@ def save_checkpoint(state: dict, path: str | Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
-    torch.save(state, temporary)
+    with open(temporary, "wb") as file:
+        torch.save(state, file)
+        file.flush()
+        os.fsync(file.fileno())
     os.replace(temporary, path)
+    _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename inside ``folder`` durable (POSIX; Windows cannot open a folder this way)."""
+    if os.name != "posix":
+        return
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def load_checkpoint(path: str | Path, map_location="cpu") -> dict:

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from mini_llm import configs
+from mini_llm import configs, cpu_linear
 from mini_llm.checkpoint import CheckpointError, load_checkpoint
 from mini_llm.corpus import CorpusError, load_text
 from mini_llm.data import RandomBatches, load_meta, load_split, prepare
@@ -62,6 +62,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto",
                         help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
     parser.add_argument("--resume", action="store_true", help="continue from <out>/ckpt.pt")
+    parser.add_argument("--new-schedule", action="store_true",
+                        help="with --resume: accept a learning-rate schedule (learning_rate, "
+                        "min_lr, warmup_iters, where the cosine ends) unlike the checkpoint's")
 
 
 def run_train(args) -> None:
@@ -75,7 +78,8 @@ def run_train(args) -> None:
         prepare(load_text(run.data["corpus"]), data_dir, run.data["val_fraction"])
     meta = load_meta(data_dir)
     out = args.out or Path("runs") / run.name
-    train_config = replace(run.train, out_dir=str(out), device=args.device, resume=args.resume)
+    train_config = replace(run.train, out_dir=str(out), device=args.device, resume=args.resume,
+                           new_schedule=args.new_schedule)
     model_config = GPTConfig(vocab_size=meta["vocab_size"], **run.model)
     torch.manual_seed(train_config.seed)
     model = GPT(model_config)
@@ -157,6 +161,8 @@ def run_bench(args) -> None:
     torch.manual_seed(0)
     model_config = GPTConfig(vocab_size=96, **run.model)
     model = GPT(model_config).to(device)
+    if device.type == "cpu":
+        print(cpu_linear.decision())
     B, T = run.data["batch_size"], model_config.block_size
     batches = [(torch.randint(96, (B, T), device=device),) * 2 for _ in range(args.steps + 5)]
     ms = train_step_times(model, batches, make_optimizer(model, run.train, device))

@@ -74,9 +74,17 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float =
     if idx.dim() != 2 or idx.size(1) == 0:
         raise ValueError(
             f"idx must be (batch, tokens) with at least one token, got {tuple(idx.shape)}")
-    window = model.config.block_size
     was_training = model.training
     model.eval()
+    try:
+        return _generate(model, idx, max_new_tokens, temperature, top_k, top_p, generator,
+                         use_cache)
+    finally:  # also after an error: a model left in eval mode would train without dropout
+        model.train(was_training)
+
+
+def _generate(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache):
+    window = model.config.block_size
     caches = model.new_caches(idx.size(0)) if use_cache else None
     for _ in range(max_new_tokens):
         if not use_cache:
@@ -89,5 +97,4 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float =
             logits, _ = model(idx[:, -1:], caches=caches)
         token = next_token(logits[:, -1, :], temperature, top_k, top_p, generator)
         idx = torch.cat((idx, token), dim=1)
-    model.train(was_training)
     return idx

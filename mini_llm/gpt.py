@@ -286,10 +286,3 @@ class GPT(nn.Module):
 
         return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k,
                         top_p=top_p, generator=generator, use_cache=use_cache)
-
-    @classmethod
-    def from_hf_gpt2(cls, hf_model) -> GPT:
-        """A course GPT with the weights of a ``transformers.GPT2LMHeadModel``."""
-        from mini_llm.hf_gpt2 import from_hf_gpt2
-
-        return from_hf_gpt2(hf_model)

@@ -20,6 +20,10 @@ weight matrices only, not to biases, LayerNorm gains or embeddings.
 
 With ``out_dir`` set, the loop also writes ``ckpt.pt`` (atomically; resume with
 ``resume=True`` continues exactly where the run stopped), ``metrics.jsonl`` and ``loss.png``.
+A resumed run must keep the learning-rate schedule it was started with (a longer ``max_iters``
+would otherwise redraw the cosine and make the rate jump): a changed schedule is refused with
+the keys that changed, unless ``new_schedule=True`` accepts it. It must also keep its number of
+processes, since each process continues its own stream of batches.
 Launched with ``torchrun --nproc_per_node N``, it trains with DistributedDataParallel; only
 rank 0 logs and writes files.
 """
@@ -32,7 +36,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -72,8 +76,10 @@ class TrainConfig:
     checkpoint_interval: int | None = None  # steps between checkpoints (None: eval_interval)
     out_dir: str | None = None  # where checkpoint, metrics and plot go; None writes nothing
     resume: bool = False  # continue from out_dir/ckpt.pt
+    new_schedule: bool = False  # on resume, accept a learning-rate schedule unlike the saved one
     device: str = "auto"
-    dtype: str = "auto"  # "auto": bf16 autocast on CUDA, fp32 elsewhere; or "bf16", "fp32"
+    # "auto": bf16 autocast on a CUDA GPU that supports it, fp32 elsewhere; or "bf16", "fp32"
+    dtype: str = "auto"
     compile: bool = False  # torch.compile the model
     # CPU threads for PyTorch during training (None: PyTorch's default, one per core). On a
     # machine busy with other work, 1 can be many times faster: idle threads spin waiting.
@@ -110,6 +116,9 @@ class TrainingDivergedError(FloatingPointError):
     """The loss became NaN or infinite."""
 
 
+SCHEDULE_KEYS = ("learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "max_iters")
+
+
 def learning_rate_at(step: int, config: TrainConfig) -> float:
     """Linear warm-up from ~0 to ``learning_rate``, then cosine decay down to ``min_lr``."""
     if step < config.warmup_iters:
@@ -120,6 +129,53 @@ def learning_rate_at(step: int, config: TrainConfig) -> float:
     progress = (step - config.warmup_iters) / max(1, decay_end - config.warmup_iters)
     cosine = 0.5 * (1 + math.cos(math.pi * progress))  # 1 → 0
     return config.min_lr + cosine * (config.learning_rate - config.min_lr)
+
+
+def schedule_changes(saved: dict, config: TrainConfig) -> list[str]:
+    """What makes ``config``'s learning rates differ from those of the ``saved`` settings.
+
+    ``max_iters`` and ``lr_decay_iters`` count only through the step where the cosine ends
+    (``lr_decay_iters``, or ``max_iters`` when it is unset): with that step kept, a run can be
+    made longer without touching its schedule.
+    """
+    def decay_end(settings: dict) -> int:
+        return settings["lr_decay_iters"] or settings["max_iters"]
+
+    ours = asdict(config)
+    changed = [f"{key} {saved[key]} -> {ours[key]}"
+               for key in ("learning_rate", "min_lr", "warmup_iters") if saved[key] != ours[key]]
+    if decay_end(saved) != decay_end(ours):
+        keys = [f"{key} {saved[key]} -> {ours[key]}"
+                for key in ("lr_decay_iters", "max_iters") if saved[key] != ours[key]]
+        changed.append(f"{' and '.join(keys)}: the cosine would end at step {decay_end(ours)}, "
+                       f"not {decay_end(saved)}")
+    return changed
+
+
+def _check_schedule(saved: dict, config: TrainConfig, step: int) -> None:
+    changed = schedule_changes(saved, config)
+    if not changed or config.new_schedule:
+        return
+    before = learning_rate_at(step, replace(config, **{k: saved[k] for k in SCHEDULE_KEYS}))
+    raise CheckpointError(
+        f"resume refused: the learning-rate schedule differs from the checkpoint's "
+        f"({'; '.join(changed)}), so at step {step} the rate would jump from {before:.1e} to "
+        f"{learning_rate_at(step, config):.1e}. To train longer on the saved schedule, set "
+        f"lr_decay_iters={saved['lr_decay_iters'] or saved['max_iters']} (after it the rate "
+        "stays at min_lr) and put the other keys back; to use the new schedule anyway, pass "
+        "new_schedule=True (mini-llm train --new-schedule)")
+
+
+def autocast_dtype(device: torch.device, dtype: str) -> torch.dtype | None:
+    """bfloat16 where ``dtype`` asks for it, or ``"auto"`` finds a GPU with native bf16; else
+    None (float32). Asking for bf16 where it is not supported is an error, not a slow emulation.
+    """
+    supported = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+    if dtype == "bf16" and not supported:
+        where = "this GPU" if device.type == "cuda" else f"device {device.type!r}"
+        raise ValueError(f"dtype='bf16' needs a CUDA GPU with bfloat16 support, not {where}; "
+                         "use dtype='auto' or 'fp32'")
+    return torch.bfloat16 if supported and dtype in ("auto", "bf16") else None
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig,
@@ -158,17 +214,23 @@ def plot_losses(result: TrainResult, path: str | Path, title: str = "loss") -> N
 
 
 class _Distributed:
-    """Rank, world size and device of this process, with DDP set up under ``torchrun``."""
+    """Rank, world size and device of this process, with DDP set up under ``torchrun``.
+
+    A process group this object starts, :meth:`close` ends; one the caller started is left to
+    the caller.
+    """
 
     def __init__(self, device_name: str):
         self.enabled = "RANK" in os.environ and "WORLD_SIZE" in os.environ
         self.rank, self.world_size = 0, 1
+        self.owns_group = False
         if not self.enabled:
             self.device = pick_device(device_name)
             return
         use_cuda = torch.cuda.is_available() and device_name in ("auto", "cuda")
         if not dist.is_initialized():
             dist.init_process_group("nccl" if use_cuda else "gloo")
+            self.owns_group = True
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         if use_cuda:
             local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -176,6 +238,10 @@ class _Distributed:
             self.device = torch.device("cuda", local_rank)
         else:
             self.device = torch.device("cpu")
+
+    def close(self) -> None:
+        if self.owns_group and dist.is_initialized():
+            dist.destroy_process_group()
 
     @property
     def is_main(self) -> bool:
@@ -212,14 +278,15 @@ def train(model: nn.Module, train_batches: Batches, config: TrainConfig | None =
     threads_before = torch.get_num_threads()
     if config.threads:
         torch.set_num_threads(config.threads)
+    world = _Distributed(config.device)
     try:
-        return _train(model, train_batches, config, val_batches, checkpoint_extra)
+        return _train(model, train_batches, config, val_batches, checkpoint_extra, world)
     finally:
+        world.close()
         torch.set_num_threads(threads_before)
 
 
-def _train(model, train_batches, config, val_batches, checkpoint_extra) -> TrainResult:
-    world = _Distributed(config.device)
+def _train(model, train_batches, config, val_batches, checkpoint_extra, world) -> TrainResult:
     device = world.device
     out_dir = Path(config.out_dir) if config.out_dir else None
     writes_files = out_dir is not None and world.is_main
@@ -235,15 +302,13 @@ def _train(model, train_batches, config, val_batches, checkpoint_extra) -> Train
     if config.resume:
         if checkpoint_path is None:
             raise ValueError("resume=True needs out_dir, the folder that holds ckpt.pt")
-        _resume(load_checkpoint(checkpoint_path, map_location=device), model, optimizer,
+        _resume(load_checkpoint(checkpoint_path, map_location=device), config, model, optimizer,
                 result, world, train_batches, val_batches)
     if result.step >= config.max_iters:
         raise ValueError(f"the run is already at step {result.step}; raise max_iters to train more")
 
-    use_bf16 = device.type == "cuda" and config.dtype in ("auto", "bf16")
-    if config.dtype == "bf16" and device.type != "cuda":
-        raise ValueError("dtype='bf16' needs a CUDA device; use dtype='auto' or 'fp32'")
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_bf16 \
+    low_precision = autocast_dtype(device, config.dtype)
+    autocast = (lambda: torch.autocast(device.type, dtype=low_precision)) if low_precision \
         else contextlib.nullcontext
     compute_model = torch.compile(model) if config.compile else model
     if world.enabled:
@@ -347,8 +412,20 @@ def _train(model, train_batches, config, val_batches, checkpoint_extra) -> Train
     return result
 
 
-def _resume(state, model, optimizer, result, world, train_batches, val_batches):
-    """Put model, optimizer, history and every random generator back as the checkpoint left them."""
+def _resume(state, config, model, optimizer, result, world, train_batches, val_batches):
+    """Put model, optimizer, history and every random generator back as the checkpoint left them.
+
+    Refused (:class:`CheckpointError`) where that cannot continue the same run: another model
+    or optimizer, another learning-rate schedule, another number of processes.
+    """
+    ranks = state["ranks"]
+    if len(ranks) != world.world_size:
+        raise CheckpointError(
+            f"the checkpoint was written by {len(ranks)} process(es) and this run has "
+            f"{world.world_size}: each process continues its own stream of batches and random "
+            f"numbers, so resume with {len(ranks)} (torchrun --nproc_per_node {len(ranks)}), "
+            "or train into a new out_dir")
+    _check_schedule(state["train_config"], config, state["step"])
     try:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -359,8 +436,7 @@ def _resume(state, model, optimizer, result, world, train_batches, val_batches):
     result.step = state["step"]
     result.train_losses = [tuple(pair) for pair in state["history"]["train"]]
     result.val_losses = [tuple(pair) for pair in state["history"]["val"]]
-    ranks = state["ranks"]
-    mine = ranks[world.rank % len(ranks)]
+    mine = ranks[world.rank]
     set_rng_states(mine["rng"])
     for batches, name in ((train_batches, "train_batches"), (val_batches, "val_batches")):
         saved = mine[name]

@@ -81,7 +81,16 @@ def test_bad_sampling_settings_are_clear_errors(settings, message):
         generate(model(), torch.tensor([[1]]), 3, **settings)
 
 
-def test_generate_restores_training_mode():
+def test_generate_restores_training_mode_also_after_an_error(monkeypatch):
     gpt = model().train()
     gpt.generate(torch.tensor([[1]]), 2)
     assert gpt.training
+
+    def out_of_memory(*args, **kwargs):
+        assert not gpt.training  # generation runs in eval mode...
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(gpt, "forward", out_of_memory)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        gpt.generate(torch.tensor([[1]]), 3)
+    assert gpt.training  # ...and gives the model back in the mode it came in

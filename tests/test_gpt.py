@@ -7,6 +7,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from mini_llm.gpt import GPT, GPTConfig, explicit_attention
+from mini_llm.hf_gpt2 import from_hf_gpt2
 
 TINY = GPTConfig(vocab_size=11, block_size=16, n_layer=2, n_head=2, n_embd=24)
 
@@ -127,7 +128,7 @@ def test_logits_equal_hugging_face_gpt2(settings):
         for name, tensor in hf.named_parameters():
             if name.endswith("bias") or "ln" in name:
                 tensor.add_(0.1 * torch.randn_like(tensor))
-    fused = GPT.from_hf_gpt2(hf).eval()
+    fused = from_hf_gpt2(hf).eval()
     explicit = GPT(replace(fused.config, attention="explicit")).eval()
     explicit.load_state_dict(fused.state_dict())
     idx = torch.randint(settings["vocab_size"], (2, settings["n_positions"]))
@@ -141,4 +142,4 @@ def test_hugging_face_features_the_course_model_lacks_are_refused():
     hf = GPT2LMHeadModel(GPT2Config(vocab_size=10, n_positions=8, n_embd=8, n_layer=1, n_head=2,
                                     activation_function="relu", bos_token_id=0, eos_token_id=0))
     with pytest.raises(ValueError, match="activation_function"):
-        GPT.from_hf_gpt2(hf)
+        from_hf_gpt2(hf)

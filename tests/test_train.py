@@ -3,6 +3,8 @@
 import json
 import math
 import os
+import platform
+import stat
 import subprocess
 import sys
 import textwrap
@@ -13,28 +15,57 @@ import pytest
 import torch
 from torch import nn
 
-from mini_llm.checkpoint import CheckpointError, load_checkpoint
+from mini_llm import cpu_linear
+from mini_llm.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from mini_llm.cpu_linear import Decision
 from mini_llm.data import RandomBatches
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.train import (
     TrainConfig,
     TrainingDivergedError,
+    autocast_dtype,
     learning_rate_at,
     make_optimizer,
     train,
 )
 
 TOKENS = np.array([i % 7 for i in range(3000)], dtype=np.uint16)  # a very learnable sequence
+# (block_size, n_embd, batch_size): at "fast path" the q,k,v and MLP products are large enough
+# for cpu_linear's oneDNN path, even for half a batch (8·32 rows of 64 into 192 > 2²¹).
+SIZES = {"tiny": (8, 16, 4), "fast path": (32, 64, 16)}
+X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
-def tiny_gpt(dropout=0.1, seed=0) -> GPT:
+def tiny_gpt(dropout=0.1, seed=0, size="tiny") -> GPT:
+    block_size, n_embd, _ = SIZES[size]
     torch.manual_seed(seed)
-    return GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16,
+    return GPT(GPTConfig(vocab_size=7, block_size=block_size, n_layer=1, n_head=2, n_embd=n_embd,
                          dropout=dropout))
 
 
-def batches(seed=0):
-    return RandomBatches(TOKENS, block_size=8, batch_size=4, seed=seed)
+def batches(seed=0, size="tiny"):
+    block_size, _, batch_size = SIZES[size]
+    return RandomBatches(TOKENS, block_size=block_size, batch_size=batch_size, seed=seed)
+
+
+@pytest.fixture(params=list(SIZES))
+def size(request, monkeypatch):
+    """Runs an engine test twice: tiny, and at a size that takes cpu_linear's oneDNN path.
+
+    The fast path is forced on, so the test means the same on any x86 CPU, and the test fails
+    if no product went through it.
+    """
+    if request.param == "tiny":
+        yield request.param
+        return
+    if not X86:
+        pytest.skip(f"cpu_linear's oneDNN path is x86-64 only; this is {platform.machine()}")
+    monkeypatch.setattr(cpu_linear, "_decision", Decision(True, "forced by the test"))
+    calls = []
+    real = cpu_linear.onednn_matmul
+    monkeypatch.setattr(cpu_linear, "onednn_matmul", lambda *args: calls.append(1) or real(*args))
+    yield request.param
+    assert calls, "no product took the oneDNN path"
 
 
 def quiet(**settings) -> TrainConfig:
@@ -123,19 +154,20 @@ def test_no_weight_decay_on_biases_norms_and_embeddings():
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
 
 
-def test_resume_continues_exactly_like_the_uninterrupted_run(tmp_path):
+def test_resume_continues_exactly_like_the_uninterrupted_run(tmp_path, size):
     # dropout > 0 and random batches: equal losses need every generator restored.
-    full = train(tiny_gpt(), batches(), quiet(max_iters=12, out_dir=str(tmp_path / "full")),
-                 val_batches=batches(1))
+    full = train(tiny_gpt(size=size), batches(size=size),
+                 quiet(max_iters=12, out_dir=str(tmp_path / "full")),
+                 val_batches=batches(1, size))
     cut = str(tmp_path / "cut")
-    first = train(tiny_gpt(), batches(), quiet(max_iters=6, lr_decay_iters=12, out_dir=cut),
-                  val_batches=batches(1))
+    first = train(tiny_gpt(size=size), batches(size=size),
+                  quiet(max_iters=6, lr_decay_iters=12, out_dir=cut), val_batches=batches(1, size))
     assert load_checkpoint(tmp_path / "cut" / "ckpt.pt")["step"] == 6
     # Other weights and another batch seed: all of that must come back from the checkpoint.
-    fresh_model, fresh_batches = tiny_gpt(seed=5), batches(seed=99)
+    fresh_model, fresh_batches = tiny_gpt(seed=5, size=size), batches(seed=99, size=size)
     resumed = train(fresh_model, fresh_batches,
                     quiet(max_iters=12, lr_decay_iters=12, resume=True, out_dir=cut),
-                    val_batches=batches(1))
+                    val_batches=batches(1, size))
     assert first.train_losses == full.train_losses[:6]
     assert resumed.train_losses == full.train_losses  # history carried over, then equal after 6
     assert resumed.train_losses[6:] == full.train_losses[6:] and len(resumed.train_losses) == 12
@@ -143,6 +175,59 @@ def test_resume_continues_exactly_like_the_uninterrupted_run(tmp_path):
     metrics = [json.loads(line) for line in metrics_file.read_text().splitlines()]
     assert {"step", "train_loss", "lr", "tokens_per_s"} <= set(metrics[1])
     assert (tmp_path / "full" / "loss.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_resume_with_another_schedule_is_refused_naming_what_changed(tmp_path):
+    out = str(tmp_path)
+    train(tiny_gpt(), batches(), quiet(max_iters=6, out_dir=out))  # the cosine ends at step 6
+
+    def resume(**settings):
+        return train(tiny_gpt(), batches(), quiet(resume=True, out_dir=out, **settings))
+
+    with pytest.raises(CheckpointError, match=r"resume refused.*max_iters 6 -> 12: the cosine "
+                       r"would end at step 12, not 6.*lr_decay_iters=6") as refused:
+        resume(max_iters=12)
+    before, after = learning_rate_at(6, quiet(max_iters=6)), learning_rate_at(6, quiet(max_iters=12))
+    assert f"from {before:.1e} to {after:.1e}" in str(refused.value) and after > 5 * before
+    with pytest.raises(CheckpointError, match=r"learning_rate 0.003 -> 0.001"):
+        resume(max_iters=8, lr_decay_iters=6, learning_rate=1e-3)
+    # The two ways on: the saved schedule (the rate stays at min_lr), or the new one, asked for.
+    resume(max_iters=8, lr_decay_iters=6)
+    lrs = [json.loads(line).get("lr") for line in (tmp_path / "metrics.jsonl").open()]
+    assert lrs[-1] == quiet().min_lr
+    assert resume(max_iters=10, new_schedule=True).step == 10
+
+
+def test_resume_with_another_number_of_processes_is_an_error(tmp_path):
+    train(tiny_gpt(), batches(), quiet(max_iters=2, out_dir=str(tmp_path)))
+    state = load_checkpoint(tmp_path / "ckpt.pt")
+    state["ranks"] = state["ranks"] * 2  # as if written by a run of two processes
+    save_checkpoint(state, tmp_path / "ckpt.pt")
+    with pytest.raises(CheckpointError, match=r"written by 2 process\(es\) and this run has 1"):
+        train(tiny_gpt(), batches(), quiet(max_iters=4, resume=True, out_dir=str(tmp_path)))
+
+
+def test_checkpoints_reach_the_disk_before_and_after_the_rename(tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(
+        (stat.S_ISDIR(os.fstat(fd).st_mode), os.path.exists(tmp_path / "ckpt.pt"))
+    ) or real_fsync(fd))
+    save_checkpoint({"model": {}}, tmp_path / "ckpt.pt")
+    assert synced == [(False, False), (True, True)]  # the file's bytes, then the folder's entry
+
+
+@pytest.mark.parametrize("bf16_gpu", [True, False])
+def test_bf16_only_where_the_device_supports_it(monkeypatch, bf16_gpu):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation: bf16_gpu)
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert autocast_dtype(cuda, "auto") == (torch.bfloat16 if bf16_gpu else None)
+    assert autocast_dtype(cuda, "fp32") is None and autocast_dtype(cpu, "auto") is None
+    if not bf16_gpu:
+        with pytest.raises(ValueError, match="bfloat16 support, not this GPU"):
+            autocast_dtype(cuda, "bf16")
+    with pytest.raises(ValueError, match="not device 'cpu'"):
+        autocast_dtype(cpu, "bf16")
 
 
 def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_good_checkpoint(tmp_path):
@@ -175,12 +260,14 @@ def test_missing_and_truncated_checkpoints_are_clear_errors(tmp_path):
         train(tiny_gpt(), batches(), quiet(max_iters=4, resume=True, out_dir=str(tmp_path)))
 
 
-def test_gradient_accumulation_of_two_half_batches_equals_one_full_batch():
-    full_batch = batches()()
-    halves = [(full_batch[0][:2], full_batch[1][:2]), (full_batch[0][2:], full_batch[1][2:])]
-    one = tiny_gpt(dropout=0.0)
+def test_gradient_accumulation_of_two_half_batches_equals_one_full_batch(size):
+    full_batch = batches(size=size)()
+    half = len(full_batch[0]) // 2
+    halves = [(full_batch[0][:half], full_batch[1][:half]),
+              (full_batch[0][half:], full_batch[1][half:])]
+    one = tiny_gpt(dropout=0.0, size=size)
     train(one, lambda: full_batch, quiet(max_iters=1, grad_clip=0))
-    two = tiny_gpt(dropout=0.0)
+    two = tiny_gpt(dropout=0.0, size=size)
     iterator = iter(halves)
     train(two, lambda: next(iterator), quiet(max_iters=1, grad_clip=0, grad_accum_steps=2))
     for a, b in zip(one.parameters(), two.parameters(), strict=True):
@@ -190,55 +277,63 @@ def test_gradient_accumulation_of_two_half_batches_equals_one_full_batch():
 DDP_SCRIPT = textwrap.dedent("""
     import os, sys, torch, numpy as np
     import torch.distributed as dist
+    from mini_llm import cpu_linear
     from mini_llm.data import RandomBatches
     from mini_llm.gpt import GPT, GPTConfig
     from mini_llm.train import TrainConfig, train
 
+    calls = []  # products sent to oneDNN (MINI_LLM_ONEDNN=on, and big enough)
+    real = cpu_linear.onednn_matmul
+    cpu_linear.onednn_matmul = lambda *args: calls.append(1) or real(*args)
     rank = int(os.environ["RANK"])
     out = os.path.join(sys.argv[1], f"rank{rank}")  # a rank that writes would create its folder
     tokens = np.array([i % 7 for i in range(3000)], dtype=np.uint16)
     torch.manual_seed(rank)  # different initial weights: DDP must broadcast rank 0's
-    model = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=16))
-    result = train(model, RandomBatches(tokens, 8, 4, seed=rank), TrainConfig(
-        max_iters=6, eval_interval=3, eval_iters=2, warmup_iters=1, progress=False,
-        device="cpu", out_dir=out), val_batches=RandomBatches(tokens, 8, 4, seed=10 + rank))
-    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
-    gathered = [torch.zeros_like(flat) for _ in range(2)]
-    dist.all_gather(gathered, flat)
-    assert torch.equal(gathered[0], gathered[1]), "ranks ended with different weights"
-    print(f"rank {rank} backend {dist.get_backend()} world {dist.get_world_size()} "
-          f"val {result.val_losses[-1][1]:.4f}")
-    dist.destroy_process_group()
+    model = GPT(GPTConfig(vocab_size=7, block_size=32, n_layer=1, n_head=2, n_embd=64))
+    result = train(model, RandomBatches(tokens, 32, 16, seed=rank), TrainConfig(
+        max_iters=6, eval_interval=3, eval_iters=2, warmup_iters=1, grad_accum_steps=2,
+        progress=False, device="cpu", out_dir=out),
+        val_batches=RandomBatches(tokens, 32, 16, seed=10 + rank))
+    assert not dist.is_initialized(), "train() left its process group behind"
+    torch.save(model.state_dict(), os.path.join(sys.argv[1], f"weights{rank}.pt"))
+    print(f"rank {rank} val {result.val_losses[-1][1]:.4f} onednn {len(calls)}")
 """)
 
 
-def test_two_process_torchrun_trains_and_only_rank_0_writes(tmp_path):
+def test_two_process_torchrun_with_accumulation_trains_alike_and_only_rank_0_writes(tmp_path):
     script = tmp_path / "ddp_train.py"
     script.write_text(DDP_SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MINI_LLM_ONEDNN": "on"}
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-         "29517", str(script), str(tmp_path)], capture_output=True, text=True, timeout=180, env=env,
+        # --standalone: the rendezvous takes a free port, so parallel test runs cannot collide
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(script), str(tmp_path)], capture_output=True, text=True, timeout=180, env=env,
         check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    for rank in (0, 1):
-        assert f"rank {rank} backend gloo world 2" in done.stdout
-    vals = {line.split()[-1] for line in done.stdout.splitlines() if line.startswith("rank")}
+    lines = sorted(line.split() for line in done.stdout.splitlines() if line.startswith("rank"))
+    assert [line[1] for line in lines] == ["0", "1"]
+    if X86:  # elsewhere there is no oneDNN path to take
+        assert all(int(line[-1]) > 0 for line in lines), "a rank never took the oneDNN path"
+    vals = {line[3] for line in lines}
     assert len(vals) == 1  # validation loss is averaged over ranks: both report the same
+    assert math.isfinite(float(vals.pop()))
+    weights = [torch.load(tmp_path / f"weights{rank}.pt") for rank in (0, 1)]
+    for name, tensor in weights[0].items():  # rank 0's weights were broadcast, then kept alike
+        assert torch.equal(tensor, weights[1][name]), name
     assert (tmp_path / "rank0" / "ckpt.pt").exists()
     assert not (tmp_path / "rank1").exists()
     assert len(load_checkpoint(tmp_path / "rank0" / "ckpt.pt")["ranks"]) == 2
-    assert math.isfinite(float(vals.pop()))
     assert Path(tmp_path / "rank0" / "metrics.jsonl").read_text().count('"step": 6') == 2
 
 
-def test_compiled_training_matches_eager_and_saves_plain_weights(tmp_path):
+def test_compiled_training_matches_eager_and_saves_plain_weights(tmp_path, size):
     settings = {"max_iters": 3, "eval_interval": 0, "grad_clip": 0, "out_dir": str(tmp_path)}
-    eager = train(tiny_gpt(dropout=0.0), batches(), quiet(**settings), val_batches=batches(1))
+    eager = train(tiny_gpt(dropout=0.0, size=size), batches(size=size), quiet(**settings),
+                  val_batches=batches(1, size))
     counters = torch._dynamo.utils.counters
     counters.clear()
-    compiled = train(tiny_gpt(dropout=0.0), batches(), quiet(**settings, compile=True),
-                     val_batches=batches(1))
+    compiled = train(tiny_gpt(dropout=0.0, size=size), batches(size=size),
+                     quiet(**settings, compile=True), val_batches=batches(1, size))
     assert counters["stats"]["unique_graphs"] >= 1  # the model really went through the compiler
     for (_, a), (_, b) in zip(eager.train_losses, compiled.train_losses, strict=True):
         assert a == pytest.approx(b, abs=1e-4)
