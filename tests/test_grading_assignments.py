@@ -28,8 +28,8 @@ REPLAY_FALLBACK = {  # test cells whose tests share objects with the answer code
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_solution_gets_every_point_and_release_none(tmp_path, assignment):
-    os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # nbgrader: alembic
+def test_solution_gets_every_point_and_release_none(tmp_path, monkeypatch, assignment):
+    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")  # for alembic
     course = new_course(tmp_path / "course", [assignment])
     for student, folder in (("solver", SOLUTIONS), ("untouched", EXERCISES)):
         target = course / "submitted" / student / assignment

@@ -27,7 +27,12 @@ TIMEOUTS = ["--timeout", "90", "--cell-timeout", "10", "--memory-mb", "1024"]
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # nbgrader: alembic
+    with pytest.MonkeyPatch.context() as patch:  # PATH as it was after this module's tests
+        patch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")  # for alembic
+        yield _grade_the_hostile_cases(tmp_path_factory)
+
+
+def _grade_the_hostile_cases(tmp_path_factory):
     course = new_course(tmp_path_factory.mktemp("hostile"), [ASSIGNMENT])
     kit = Kit(course, read(notebook_path(SOLUTIONS, ASSIGNMENT)),
               read(notebook_path(EXERCISES, ASSIGNMENT)))

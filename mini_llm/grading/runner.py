@@ -145,8 +145,19 @@ def _students(options: Options, coursedir) -> list[str]:
 
 def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]:
     """Grade every student: the reports, the problems of the run as a whole, the assignment."""
-    global _CONTEXT
+    path_before = os.environ.get("PATH")
     os.environ["PATH"] = nbglue.executable_path()  # nbgrader's gradebook runs `alembic`
+    try:
+        return _grade(options)
+    finally:  # the caller's PATH back, as it was
+        if path_before is None:
+            del os.environ["PATH"]
+        else:
+            os.environ["PATH"] = path_before
+
+
+def _grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]:
+    global _CONTEXT
     coursedir = nbglue.course(options.course_dir)
     source = nbglue.folder(coursedir, "source", options.assignment)
     if not source.is_dir():
