@@ -3,7 +3,9 @@
 For each linear layer of the ``shakespeare-char-cpu`` GPT (batch 12 x 64 = 768 rows), times the
 forward pass and the backward pass (gradients of input, weight and bias) of both layers on the
 same inputs, in alternating rounds, and prints median microseconds, GFLOP/s and the ratio. The
-last line is a large square product, where each library shows its peak.
+last line is a large square product, where each library shows its peak. mini_llm's layer is
+forced onto its oneDNN path here, whatever this process decided (printed first): this is the
+measurement behind that decision, layer by layer.
 
     .venv/bin/python benchmarks/cpu_matmul.py --threads 1
 """
@@ -16,7 +18,8 @@ import time
 
 import torch
 
-from mini_llm.cpu_linear import Linear, onednn_available
+from mini_llm import cpu_linear
+from mini_llm.cpu_linear import Linear
 
 ROWS = 12 * 64
 LAYERS = {  # name: (in features, out features)
@@ -43,12 +46,12 @@ def compare(rows: int, n_in: int, n_out: int, repeats: int) -> tuple[float, floa
     x = torch.randn(rows, n_in, requires_grad=True)
     upstream = torch.randn(rows, n_out)
     times = {plain: [], ours: []}
-    for _ in range(5):  # warm-up: allocator, oneDNN's kernel cache
-        for layer in times:
-            step_seconds(layer, x, upstream)
-    for _ in range(repeats):
+    for turn in range(5 + repeats):  # 5 warm-up turns: allocator, oneDNN's kernel cache
         for layer, samples in times.items():
-            samples.append(step_seconds(layer, x, upstream))
+            with cpu_linear.forced(layer is ours and cpu_linear.onednn_available()):
+                seconds = step_seconds(layer, x, upstream)
+            if turn >= 5:
+                samples.append(seconds)
     return statistics.median(times[plain]), statistics.median(times[ours])
 
 
@@ -59,7 +62,8 @@ def main():
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"oneDNN available: {onednn_available()}; {torch.get_num_threads()} threads; "
+    print(f"capability {torch.backends.cpu.get_cpu_capability()}; {cpu_linear.decision()}")
+    print(f"oneDNN available: {cpu_linear.onednn_available()}; {torch.get_num_threads()} threads; "
           "forward + backward, median of", args.repeats)
     print(f"  {'layer':18s} {'shape':>16s} {'nn.Linear':>20s} {'mini_llm Linear':>20s}  ratio")
     shapes = [(name, ROWS, *shape) for name, shape in LAYERS.items()]

@@ -5,9 +5,12 @@ batches, the same AdamW settings (the trainer's ``make_optimizer``) and the same
 backward, gradient clipping, optimizer step). The peer runs twice: as GPT-2 ships
 (``activation_function="gelu_new"``, written as a chain of elementwise ops) and with
 ``"gelu"``, the same function and kernel as the course model's default, so that what is left
-is the course model's own engineering (its linear layers run their products in oneDNN, see
-``mini_llm/cpu_linear.py`` and ``cpu_matmul.py``). They take turns in rounds, so load from
-other processes hits all alike; the script prints the median ms/step of each and the ratios.
+is the course model's own engineering. Where this process decided to run the linear layers'
+products in oneDNN (``mini_llm/cpu_linear.py``, ``cpu_matmul.py``), mini_llm also runs a second
+time with plain ``nn.Linear`` products: what it does on a CPU where oneDNN does not help. They
+take turns in rounds, so load from other processes hits all alike; the script prints the CPU,
+its capability, the linear-layer decision, the load average before and after, and the median
+ms/step of each with the ratios.
 
     .venv/bin/python benchmarks/train_throughput.py                 # eager
     .venv/bin/python benchmarks/train_throughput.py --compile       # both torch.compile'd
@@ -16,13 +19,16 @@ other processes hits all alike; the script prints the median ms/step of each and
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import platform
 import statistics
 
 import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from mini_llm import configs
+from mini_llm import configs, cpu_linear
 from mini_llm.bench import train_step_times
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.train import make_optimizer
@@ -45,6 +51,19 @@ class HFWithLoss(torch.nn.Module):
         return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), y.reshape(-1))
 
 
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            names = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
+    except OSError:
+        names = []
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+def load_average() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="shakespeare-char-cpu")
@@ -60,11 +79,18 @@ def main():
     run = configs.resolve(args.config, args.overrides)
     config = GPTConfig(vocab_size=82, **run.model)  # 82 = characters of the Shakespeare corpus
     B, T = run.data["batch_size"], config.block_size
+    loads = [load_average()]
     torch.manual_seed(0)
     ours = GPT(config)
+    decision = cpu_linear.decision()
     models = {"mini_llm": ours,
               "transformers, gelu_new (GPT-2 default)": HFWithLoss(config, "gelu_new"),
               "transformers, gelu (same as mini_llm)": HFWithLoss(config, "gelu")}
+    paths = {name: contextlib.nullcontext for name in models}
+    if decision.use_onednn:
+        torch.manual_seed(0)
+        models["mini_llm, plain nn.Linear products"] = GPT(config)
+        paths["mini_llm, plain nn.Linear products"] = lambda: cpu_linear.forced(False)
     optimizers = {name: make_optimizer(model, run.train, torch.device("cpu"))
                   for name, model in models.items()}
     runners = {name: torch.compile(m) if args.compile else m for name, m in models.items()}
@@ -75,18 +101,24 @@ def main():
     for round_ in range(args.rounds):
         for name, model in runners.items():
             warmup = 5 if round_ == 0 else 2
-            times[name] += train_step_times(model, batches[:warmup] + batches, optimizers[name],
-                                            warmup=warmup, grad_clip=run.train.grad_clip)
+            with paths[name]():
+                times[name] += train_step_times(model, batches[:warmup] + batches,
+                                                optimizers[name], warmup=warmup,
+                                                grad_clip=run.train.grad_clip)
+    loads.append(load_average())
     median = {name: statistics.median(t) for name, t in times.items()}
     mode = "torch.compile" if args.compile else "eager"
+    print(f"CPU {cpu_model()}, capability {torch.backends.cpu.get_cpu_capability()}; "
+          f"load average (1, 5, 15 min) {loads[0]} before, {loads[1]} after")
+    print(decision)
     print(f"shape {args.config} {' '.join(args.overrides)}: batch {B}x{T}, "
           f"{ours.num_parameters():,} parameters, {mode}, {torch.get_num_threads()} threads, "
           f"{len(times['mini_llm'])} steps each")
     for name, value in median.items():
-        ratio = ("" if name == "mini_llm"
-                 else f"   mini_llm is {value / median['mini_llm']:.2f}x faster")
-        print(f"  {name:40s} {value:7.2f} ms/step  {B * T / value * 1000:8,.0f} tokens/s{ratio}")
-
+        print(f"  {name:40s} {value:7.2f} ms/step  {B * T / value * 1000:8,.0f} tokens/s")
+    for ours_name in [name for name in median if name.startswith("mini_llm")]:
+        for peer in [name for name in median if name.startswith("transformers")]:
+            print(f"  {ours_name} is {median[peer] / median[ours_name]:.2f}x as fast as {peer}")
 
 if __name__ == "__main__":
     main()

@@ -32,7 +32,7 @@ def train_step_times(model: nn.Module, batches: list, optimizer: torch.optim.Opt
         _, loss = model(x, y)
         loss.backward()
         if grad_clip:
-            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip, foreach=True)  # as train()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         _sync(device)

@@ -22,6 +22,7 @@ equal to rounding.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import time
@@ -174,6 +175,22 @@ def decision() -> Decision:
     if _decision is None:
         _decision = _decide(os.environ.get(ENVIRONMENT_VARIABLE, "auto").strip().lower())
     return _decision
+
+
+@contextlib.contextmanager
+def forced(use_onednn: bool):
+    """Within the block, send large products to oneDNN (or not) whatever was decided.
+
+    For benchmarks that time both paths in one process, and for tests that must take the fast
+    path on any x86 CPU.
+    """
+    global _decision
+    before = _decision
+    _decision = Decision(use_onednn, "forced")
+    try:
+        yield
+    finally:
+        _decision = before
 
 
 def uses_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:

@@ -19,9 +19,10 @@ ROWS_SHAPE, IN, OUT = (12, 64), 128, 384
 
 
 @pytest.fixture
-def onednn(monkeypatch):
+def onednn():
     """Force the fast path on, whatever this CPU's own decision is."""
-    monkeypatch.setattr(cpu_linear, "_decision", Decision(True, "forced by the test"))
+    with cpu_linear.forced(True):
+        yield
 
 
 def decide_with(monkeypatch, capability: str, speedup: float):
@@ -57,6 +58,13 @@ def test_the_environment_decides_outright(monkeypatch, mode, used):
     monkeypatch.setattr(cpu_linear, "_decision", None)
     monkeypatch.setenv(cpu_linear.ENVIRONMENT_VARIABLE, mode)
     assert cpu_linear.decision().use_onednn == used
+
+
+def test_forced_holds_within_its_block_only(monkeypatch):
+    monkeypatch.setattr(cpu_linear, "_decision", Decision(False, "measured"))
+    with cpu_linear.forced(True):
+        assert cpu_linear.decision().use_onednn
+    assert cpu_linear.decision() == Decision(False, "measured")
 
 
 def test_a_bad_environment_value_is_a_clear_error(monkeypatch):
