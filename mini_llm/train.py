@@ -131,6 +131,11 @@ def learning_rate_at(step: int, config: TrainConfig) -> float:
     return config.min_lr + cosine * (config.learning_rate - config.min_lr)
 
 
+def _decay_end(settings: dict) -> int:
+    """The step where the cosine reaches ``min_lr``."""
+    return settings["lr_decay_iters"] or settings["max_iters"]
+
+
 def schedule_changes(saved: dict, config: TrainConfig) -> list[str]:
     """What makes ``config``'s learning rates differ from those of the ``saved`` settings.
 
@@ -138,17 +143,14 @@ def schedule_changes(saved: dict, config: TrainConfig) -> list[str]:
     (``lr_decay_iters``, or ``max_iters`` when it is unset): with that step kept, a run can be
     made longer without touching its schedule.
     """
-    def decay_end(settings: dict) -> int:
-        return settings["lr_decay_iters"] or settings["max_iters"]
-
     ours = asdict(config)
     changed = [f"{key} {saved[key]} -> {ours[key]}"
                for key in ("learning_rate", "min_lr", "warmup_iters") if saved[key] != ours[key]]
-    if decay_end(saved) != decay_end(ours):
+    if _decay_end(saved) != _decay_end(ours):
         keys = [f"{key} {saved[key]} -> {ours[key]}"
                 for key in ("lr_decay_iters", "max_iters") if saved[key] != ours[key]]
-        changed.append(f"{' and '.join(keys)}: the cosine would end at step {decay_end(ours)}, "
-                       f"not {decay_end(saved)}")
+        changed.append(f"{' and '.join(keys)}: the cosine would end at step {_decay_end(ours)}, "
+                       f"not {_decay_end(saved)}")
     return changed
 
 
@@ -157,13 +159,16 @@ def _check_schedule(saved: dict, config: TrainConfig, step: int) -> None:
     if not changed or config.new_schedule:
         return
     before = learning_rate_at(step, replace(config, **{k: saved[k] for k in SCHEDULE_KEYS}))
+    put_back = [f"{key}={saved[key]}" for key in ("learning_rate", "min_lr", "warmup_iters")
+                if saved[key] != getattr(config, key)]
+    if _decay_end(saved) != _decay_end(asdict(config)):
+        put_back.append(f"lr_decay_iters={_decay_end(saved)} (after it the rate stays at min_lr)")
     raise CheckpointError(
         f"resume refused: the learning-rate schedule differs from the checkpoint's "
         f"({'; '.join(changed)}), so at step {step} the rate would jump from {before:.1e} to "
-        f"{learning_rate_at(step, config):.1e}. To train longer on the saved schedule, set "
-        f"lr_decay_iters={saved['lr_decay_iters'] or saved['max_iters']} (after it the rate "
-        "stays at min_lr) and put the other keys back; to use the new schedule anyway, pass "
-        "new_schedule=True (mini-llm train --new-schedule)")
+        f"{learning_rate_at(step, config):.1e}. To train on with the saved schedule, set "
+        f"{', '.join(put_back)}; to use the new schedule anyway, pass new_schedule=True "
+        "(mini-llm train --new-schedule)")
 
 
 def autocast_dtype(device: torch.device, dtype: str) -> torch.dtype | None:
