@@ -7,7 +7,8 @@ without a careful warm-up. The output head reuses the token embedding matrix (we
 
 Attention has two paths that compute the same thing:
 
-* ``explicit`` -- softmax(Q Kᵀ / √d_k) V with the causal mask written out, for reading and tests;
+* ``explicit`` -- softmax(Q Kᵀ / √d_k) V with the causal mask, by chapter 8's functions
+  (:mod:`mini_llm.attention`), for reading and tests;
 * ``fused``    -- ``torch.nn.functional.scaled_dot_product_attention``, PyTorch's fused kernel,
   which never materialises the T×T weight matrix and is the fast default.
 
@@ -24,6 +25,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mini_llm.attention import (
+    causal_mask,
+    combine_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
 from mini_llm.cpu_linear import Linear  # nn.Linear, with faster products on some CPUs
 
 ACTIVATIONS = {
@@ -107,23 +114,27 @@ class KVCache:
         self.length = 0
 
 
-def attention_weights(q, k) -> torch.Tensor:
-    """softmax(Q Kᵀ / √d_k) with the causal mask: how much each query position attends to each key.
+def cached_causal_mask(queries: int, keys: int, device=None) -> torch.Tensor:
+    """(queries, keys) bool, True = may attend: chapter 8's causal mask when the last ``queries``
+    of ``keys`` positions are new and the earlier ones sit in a KV cache. Each new token sees
+    every cached key and the new tokens up to itself: the last rows of the causal mask over all
+    ``keys`` positions."""
+    return causal_mask(keys)[keys - queries :].to(device)
 
-    q is (B, H, T, d_k); k is (B, H, S, d_k) with S ≥ T: the last T keys belong to the
-    queries, the first S − T are earlier tokens held in a KV cache. Query i may only look at keys
-    up to its own position. Dividing by √d_k keeps the scores at unit scale, so the softmax does
-    not saturate as heads get wider. Each row of the (B, H, T, S) result sums to 1.
+
+def explicit_attention(q, k, v, dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q Kᵀ / √d_k) V with the causal mask, written out by chapter 8's
+    :func:`~mini_llm.attention.scaled_dot_product_attention`: (output, weights).
+
+    q is (B, H, T, d_k); k and v are (B, H, S, ·) with S ≥ T (the first S − T from a KV
+    cache). Each row of the weights (B, H, T, S) sums to 1; dropout, when training, drops
+    weights before they mix the values.
     """
-    T, S = q.size(-2), k.size(-2)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    allowed = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
-    return F.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
-
-
-def explicit_attention(q, k, v, dropout_p: float = 0.0) -> torch.Tensor:
-    """softmax(Q Kᵀ / √d_k) V with the causal mask, written out (see :func:`attention_weights`)."""
-    return F.dropout(attention_weights(q, k), p=dropout_p) @ v
+    mask = cached_causal_mask(q.size(-2), k.size(-2), q.device)
+    output, weights = scaled_dot_product_attention(q, k, v, mask)
+    if dropout_p > 0.0:
+        output = F.dropout(weights, p=dropout_p) @ v
+    return output, weights
 
 
 class CausalSelfAttention(nn.Module):
@@ -141,11 +152,9 @@ class CausalSelfAttention(nn.Module):
 
     def heads(self, x: torch.Tensor):
         """Queries, keys and values of ``x`` (B, T, C), each (B, H, T, C/H): one set per head."""
-        B, T, C = x.shape
-        return self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+        return [split_heads(part, self.n_head) for part in self.qkv(x).chunk(3, dim=-1)]
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        B, T, C = x.shape
         q, k, v = self.heads(x)
         if cache is not None:
             k, v = cache.append(k, v)
@@ -153,8 +162,8 @@ class CausalSelfAttention(nn.Module):
         if self.fused:
             y = self._fused(q, k, v, dropout_p)
         else:
-            y = explicit_attention(q, k, v, dropout_p)
-        y = y.transpose(1, 2).reshape(B, T, C)  # heads side by side again
+            y, _ = explicit_attention(q, k, v, dropout_p)
+        y = combine_heads(y)  # heads side by side again
         return self.resid_dropout(self.proj(y))
 
     @staticmethod
@@ -165,7 +174,7 @@ class CausalSelfAttention(nn.Module):
         if T == 1:  # one new token: it may see every cached key
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
         # Several new tokens after a cached prefix: the triangle is shifted right by S - T.
-        allowed = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
+        allowed = cached_causal_mask(T, S, q.device)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout_p)
 
 
@@ -262,8 +271,8 @@ class GPT(nn.Module):
         x = self.token_embedding(idx) + self.position_embedding(torch.arange(T, device=idx.device))
         maps = []
         for block in self.blocks:
-            q, k, _ = block.attn.heads(block.ln_1(x))
-            maps.append(attention_weights(q, k))
+            q, k, v = block.attn.heads(block.ln_1(x))
+            maps.append(explicit_attention(q, k, v)[1])
             x = block(x)
         return maps
 

@@ -61,7 +61,7 @@ def test_explicit_attention_is_the_formula():
     for i in range(3):
         weights = torch.softmax(scores[i, : i + 1], dim=0)
         expected[i] = (weights[:, None] * v[0, 0, : i + 1]).sum(0)
-    torch.testing.assert_close(explicit_attention(q, k, v)[0, 0], expected)
+    torch.testing.assert_close(explicit_attention(q, k, v)[0][0, 0], expected)
 
 
 def test_attention_maps_are_causal_distributions_the_model_uses():
