@@ -6,11 +6,13 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MATHJAX := book/_mathjax/_static/mathjax/tex-chtml.js
 
-.PHONY: setup book book-clean test exercises grade browser clean help
+.PHONY: setup book book-clean test check toc exercises grade browser clean help
 
 help:
 	@echo "make book       set up .venv and build the book into book/_build/html"
-	@echo "make test       set up .venv and run the whole test suite"
+	@echo "make test       set up .venv and run the whole test suite (CH=07: one chapter's tests)"
+	@echo "make check      lint and the fast tests: no book build, no grading (about 2 minutes)"
+	@echo "make toc        write book/_toc.yml and the intro's chapter table from book/chapters.yml"
 	@echo "make exercises  regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make grade ASSIGNMENT=ch01_bigrams   autograde submitted/ (instructors)"
 	@echo "make clean      remove build output (keeps .venv)"
@@ -35,7 +37,17 @@ book-clean:
 	rm -rf book/_build
 
 test: setup browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(if $(CH),--chapter $(CH))
+
+# The fast loop. Order-only on the stamp: an existing .venv is used as it is (`make setup`
+# updates it).
+check: | $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -m "not slow" -q
+
+toc: | $(STAMP)
+	$(BIN)/python book/_ext/manifest.py
 
 # One nbgrader assignment per folder of solutions/. nbgrader records each in gradebook.db
 # (gitignored) and runs `alembic`, which it finds on PATH, hence the venv's bin first.

@@ -42,7 +42,36 @@ def run_jupyter_book(
     )
 
 
+MYST_NOTEBOOK_HEADER = """\
+---
+jupytext:
+  text_representation:
+    format_name: myst
+kernelspec: {name: python3, display_name: Python 3, language: python}
+---
+"""
+"""Front matter that makes Jupyter Book execute a Markdown page as a notebook."""
+
 CHAPTER_RE = re.compile(r"^ch(\d\d)_[a-z0-9_]+$")
+
+sys.path.insert(0, str(BOOK_DIR / "_ext"))
+import manifest  # book/_ext/manifest.py: the chapters of book/chapters.yml
+
+_only_chapter: manifest.Chapter | None = None
+
+
+def select_chapter(key: str) -> manifest.Chapter:
+    """Restrict `selected_chapters` to one chapter (pytest --chapter, `make test CH=NN`)."""
+    global _only_chapter
+    _only_chapter = manifest.load().chapter(key)
+    if not _only_chapter.ready:
+        raise manifest.ManifestError(f"chapter {key} ({_only_chapter.page}) is not ready yet")
+    return _only_chapter
+
+
+def selected_chapters() -> list[manifest.Chapter]:
+    """The ready chapters of book/chapters.yml, or only the one chosen with --chapter."""
+    return [_only_chapter] if _only_chapter else manifest.load().ready()
 
 
 def toc_docnames(toc_path: Path = BOOK_DIR / "_toc.yml") -> list[str]:
@@ -63,8 +92,8 @@ def toc_docnames(toc_path: Path = BOOK_DIR / "_toc.yml") -> list[str]:
 
 
 def chapter_docnames() -> list[str]:
-    """The numbered chapters (chNN_topic) listed in the toc, in order."""
-    return [name for name in toc_docnames() if CHAPTER_RE.match(Path(name).name)]
+    """The pages of the ready chapters, in order (the toc lists the same: test_manifest.py)."""
+    return [chapter.page for chapter in manifest.load().ready()]
 
 
 def html_text(fragment: str) -> str:

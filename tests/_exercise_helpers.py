@@ -6,7 +6,6 @@ Used by test_exercises_sync.py, test_autograde.py and test_hidden_tests.py.
 from __future__ import annotations
 
 import importlib
-import os
 import shutil
 import subprocess
 import sys
@@ -15,13 +14,15 @@ from types import ModuleType
 
 import nbformat
 import numpy as np
+from _book_helpers import manifest, selected_chapters
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = REPO / "solutions"
 EXERCISES = REPO / "exercises"
 BIN = Path(sys.executable).parent
 BUGGY = REPO / "tests" / "buggy"
-ASSIGNMENTS = sorted(p.name for p in SOLUTIONS.iterdir() if (p / f"{p.name}.ipynb").exists())
+ASSIGNMENTS = [c.assignment for c in selected_chapters() if c.assignment]
+"""the assignments of the ready chapters in book/chapters.yml (of one with --chapter)"""
 
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -30,15 +31,13 @@ BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 def nbgrader(course: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run ``nbgrader *args`` in ``course`` (which holds a copy of the repo's nbgrader_config.py).
 
-    nbgrader's gradebook runs the ``alembic`` command it finds on PATH, so the venv's bin
-    directory goes first.
+    Callers use the ``grader_path`` fixture: nbgrader's gradebook runs the ``alembic`` command
+    it finds on PATH.
     """
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     result = subprocess.run(
         [str(BIN / "nbgrader"), *args],
         check=False,
         cwd=course,
-        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -116,10 +115,12 @@ def reference_answer(source: str) -> str:
 
 
 def bug_module(assignment: str) -> ModuleType | None:
-    """``tests/buggy/<assignment>.py`` (REFERENCE, BUGS, ALTERNATIVES), or None if there is none."""
-    if not (BUGGY / f"{assignment}.py").is_file():
+    """The assignment's known-bugs module (REFERENCE, BUGS, ALTERNATIVES), as book/chapters.yml
+    names it (``tests/buggy/<name>.py``), or None if there is none."""
+    bugs = next(c.bugs for c in manifest.load().chapters if c.assignment == assignment)
+    if bugs is None or not (REPO / bugs).is_file():
         return None
-    return importlib.import_module(f"buggy.{assignment}")
+    return importlib.import_module(f"buggy.{Path(bugs).stem}")
 
 
 def check_failure(code: str, part: str, implementation) -> str | None:

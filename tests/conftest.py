@@ -3,13 +3,94 @@
 from __future__ import annotations
 
 import fcntl
+import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from _book_helpers import BOOK_BUILD_DIR, BOOK_DIR, BOOK_HTML_DIR, MATHJAX_JS, run_jupyter_book
+from _book_helpers import (
+    BOOK_BUILD_DIR,
+    BOOK_DIR,
+    BOOK_HTML_DIR,
+    MATHJAX_JS,
+    run_jupyter_book,
+    select_chapter,
+    selected_chapters,
+)
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Markers from what a test uses, and one chapter at a time (owner: test infrastructure)
+#
+# A test that uses one of these fixtures, directly or through other fixtures, gets its markers,
+# so `-m "not slow"` (make check) leaves out every book build, grader run and browser:
+# ---------------------------------------------------------------------------------------------
+
+MARKERS_BY_FIXTURE = {
+    "book_build": ("book", "slow"),  # built_book uses it
+    "throwaway_book": ("book", "slow"),
+    "grader_path": ("grading", "slow"),  # every test that runs nbgrader or `mini-llm grade`
+    "browser": ("browser", "slow"),
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--chapter",
+        metavar="NN",
+        help="run one chapter's tests only: its page, exercise, hidden-test, autograde and bug "
+        "tests (a number or a page name from book/chapters.yml); `make test CH=NN`",
+    )
+
+
+def pytest_configure(config):
+    if config.getoption("--chapter"):
+        select_chapter(config.getoption("--chapter"))
+
+
+def _about_chapter(item, chapter) -> bool:
+    """The test is in the chapter's page test file or takes its page or assignment as a
+    parameter (test_book, test_browser, the exercise and grading tests)."""
+    if item.path.name == f"test_chapter{chapter.number:02d}.py":
+        return True
+    params = getattr(item, "callspec", None)
+    return params is not None and bool(
+        {chapter.page, chapter.assignment}
+        & {v for v in params.params.values() if isinstance(v, str)}
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, markers in MARKERS_BY_FIXTURE.items():
+            if fixture in item.fixturenames:
+                for marker in markers:
+                    item.add_marker(marker)
+    if config.getoption("--chapter"):
+        chapter = selected_chapters()[0]
+        keep = [item for item in items if _about_chapter(item, chapter)]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+
+# ---------------------------------------------------------------------------------------------
+# The grader (owner: grading; used by test_autograde.py, test_exercises_sync.py,
+# test_grading_assignments.py, test_grading_hostile.py)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def grader_path():
+    """The environment's bin directory, put first on PATH for the module and restored after:
+    nbgrader's gradebook runs the `alembic` command it finds on PATH."""
+    bin_dir = Path(sys.executable).parent
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+        yield bin_dir
 
 
 # ---------------------------------------------------------------------------------------------
@@ -17,9 +98,11 @@ REPO = Path(__file__).resolve().parents[1]
 #
 #   built_book  -> Path of book/_build/html, after a successful `jupyter-book build book`
 #   book_build  -> the finished build: CompletedProcess-like object with returncode and output
+#   throwaway_book -> makes a small book with the course's configuration, for tests of the build
 #
 # The build is the same as `make book`: Jupyter Book with jupyter-cache, so after a `make book`
-# (or an earlier test session) only chapters whose code changed are executed again.
+# (or an earlier test session) only chapters whose code or imported mini_llm modules changed
+# are executed again.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -53,6 +136,29 @@ def built_book(book_build: subprocess.CompletedProcess) -> Path:
         )
     assert (BOOK_HTML_DIR / "intro.html").exists(), "the build exited 0 but wrote no intro.html"
     return BOOK_HTML_DIR
+
+
+@pytest.fixture
+def throwaway_book(tmp_path):
+    """Make a book under ``tmp_path`` with the course's configuration and extensions, from
+    ``{docname: MyST text}`` (the first page is the root); returns the book's folder."""
+
+    def make(pages: dict[str, str]) -> Path:
+        book = tmp_path / "book"
+        book.mkdir()
+        shutil.copy(BOOK_DIR / "_config.yml", book / "_config.yml")
+        shutil.copytree(
+            BOOK_DIR / "_ext", book / "_ext", ignore=shutil.ignore_patterns("__pycache__")
+        )
+        root, *others = pages
+        toc = ["format: jb-book", f"root: {root}"]
+        toc += ["chapters:", *(f"  - file: {name}" for name in others)] if others else []
+        (book / "_toc.yml").write_text("\n".join(toc) + "\n")
+        for name, text in pages.items():
+            (book / f"{name}.md").write_text(text)
+        return book
+
+    return make
 
 
 # --------------------------------------------------------------------------- end of book group

@@ -48,8 +48,6 @@ from _exercise_helpers import (
 )
 from nbgrader.api import Gradebook
 
-pytestmark = pytest.mark.slow  # real nbgrader runs, a minute or so for all assignments
-
 
 def _solution(assignment: str):
     return read(notebook_path(SOLUTIONS, assignment))
@@ -91,7 +89,7 @@ def _students(assignment: str) -> list[str]:
 
 def _hand_in(course: Path, assignment: str, student: str, nb, with_bugs: bool = False) -> None:
     """Put ``nb`` in submitted/ (and, for a notebook that imports its answer from
-    ``buggy.<assignment>``, a copy of tests/buggy beside it)."""
+    ``buggy.<name>``, a copy of tests/buggy beside it)."""
     folder = course / "submitted" / student / assignment
     folder.mkdir(parents=True)
     nbformat.write(nb, folder / f"{assignment}.ipynb")
@@ -118,7 +116,8 @@ def _grade(root: Path, assignment: str) -> Path:
         buggy = read(notebook_path(course / "solutions", assignment))
         # The learner's answer cell: the buggy implementation, imported from tests/buggy,
         # handed in beside the notebook.
-        answer = f"from buggy.{assignment} import BUGS\n{part} = BUGS[{part!r}][{bug_id!r}]\n"
+        module = bug_module(assignment).__name__
+        answer = f"from {module} import BUGS\n{part} = BUGS[{part!r}][{bug_id!r}]\n"
         cell_by_grade_id(buggy, f"{part}_impl").source = answer
         _hand_in(course, assignment, _bug_student(part, bug_id), buggy, with_bugs=True)
 
@@ -129,7 +128,7 @@ def _grade(root: Path, assignment: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict[str, Path]:
+def graded(tmp_path_factory, grader_path) -> dict[str, Path]:
     """assignment -> its graded course directory; the assignments are graded side by side."""
     roots = {a: tmp_path_factory.mktemp(f"course-{a}") for a in ASSIGNMENTS}
     with ThreadPoolExecutor(max_workers=len(ASSIGNMENTS)) as pool:

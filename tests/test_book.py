@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from _book_helpers import BOOK_DIR, CHAPTER_RE, chapter_docnames, run_jupyter_book, toc_docnames
+from _book_helpers import (
+    CHAPTER_RE,
+    MYST_NOTEBOOK_HEADER,
+    chapter_docnames,
+    run_jupyter_book,
+    toc_docnames,
+)
 from bs4 import BeautifulSoup
-
-pytestmark = pytest.mark.book
 
 PAGES = toc_docnames()
 CHAPTERS = chapter_docnames()
@@ -300,17 +303,9 @@ def test_pages_with_math_use_local_mathjax(built_book, docname):
         assert_local_mathjax(built_book, soup, docname)
 
 
-MYST_NOTEBOOK_HEADER = """\
----
-jupytext:
-  text_representation:
-    format_name: myst
-kernelspec: {name: python3, display_name: Python 3, language: python}
----
-"""
-"""Front matter that makes Jupyter Book execute a Markdown page as a notebook."""
-
-ERROR_PAGE = MYST_NOTEBOOK_HEADER + """
+ERROR_PAGE = (
+    MYST_NOTEBOOK_HEADER
+    + """
 
 # A page with code
 
@@ -318,22 +313,12 @@ ERROR_PAGE = MYST_NOTEBOOK_HEADER + """
 print("this cell runs")
 ```
 """
+)
 
 
-def throwaway_book(tmp_path: Path, page: str) -> Path:
-    """A one-page book under ``tmp_path`` with the course's own configuration and extensions."""
-    book = tmp_path / "book"
-    book.mkdir()
-    shutil.copy(BOOK_DIR / "_config.yml", book / "_config.yml")
-    shutil.copytree(BOOK_DIR / "_ext", book / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
-    (book / "_toc.yml").write_text("format: jb-book\nroot: page\n")
-    (book / "page.md").write_text(page)
-    return book
-
-
-def test_cell_error_fails_the_build(tmp_path):
+def test_cell_error_fails_the_build(throwaway_book):
     """With the book's own configuration, an exception in any cell makes the build exit non-zero."""
-    book = throwaway_book(tmp_path, ERROR_PAGE)
+    book = throwaway_book({"page": ERROR_PAGE})
 
     good = run_jupyter_book(book, timeout=300)
     assert good.returncode == 0, f"the control build failed:\n{good.stdout[-4000:]}"
@@ -345,30 +330,3 @@ def test_cell_error_fails_the_build(tmp_path):
     bad = run_jupyter_book(book, timeout=300)
     assert bad.returncode != 0, f"a cell raised but the build exited 0:\n{bad.stdout[-4000:]}"
     assert "deliberate failure" in bad.stdout
-
-
-PACKAGE_PAGE = MYST_NOTEBOOK_HEADER + """
-
-# A page that shows a value from the package
-
-```{code-cell} ipython3
-import importlib.util
-spec = importlib.util.spec_from_file_location("value", "../mini_llm/value.py")
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-print(f"package value = {module.VALUE}")
-```
-"""
-
-
-def test_package_change_re_executes_unchanged_chapters(tmp_path):
-    """A page whose own code did not change still shows what the *current* package computes."""
-    book = throwaway_book(tmp_path, PACKAGE_PAGE)
-    (tmp_path / "mini_llm").mkdir()
-    html = book / "_build" / "html" / "page.html"
-
-    for value in ("first", "second"):
-        (tmp_path / "mini_llm" / "value.py").write_text(f"VALUE = {value!r}\n")
-        build = run_jupyter_book(book, timeout=300)
-        assert build.returncode == 0, build.stdout[-4000:]
-        assert f"package value = {value}" in html.read_text()

@@ -33,11 +33,9 @@ from _exercise_helpers import (
     read,
 )
 
-pytestmark = pytest.mark.slow  # real nbgrader runs, a few seconds each
-
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory) -> Path:
+def generated(tmp_path_factory, grader_path) -> Path:
     """The release folder made by nbgrader from the current solutions/."""
     course = new_course(tmp_path_factory.mktemp("course"))
     for name in ASSIGNMENTS:

@@ -4,7 +4,6 @@ untouched release earns none, and the gradebook says the same (no score hard-cod
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 
@@ -28,8 +27,7 @@ REPLAY_FALLBACK = {  # test cells whose tests share objects with the answer code
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_solution_gets_every_point_and_release_none(tmp_path, monkeypatch, assignment):
-    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")  # for alembic
+def test_solution_gets_every_point_and_release_none(tmp_path, grader_path, assignment):
     course = new_course(tmp_path / "course", [assignment])
     for student, folder in (("solver", SOLUTIONS), ("untouched", EXERCISES)):
         target = course / "submitted" / student / assignment

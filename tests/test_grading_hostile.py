@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import subprocess
 import time
@@ -26,13 +25,7 @@ TIMEOUTS = ["--timeout", "90", "--cell-timeout", "10", "--memory-mb", "1024"]
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:  # PATH as it was after this module's tests
-        patch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")  # for alembic
-        yield _grade_the_hostile_cases(tmp_path_factory)
-
-
-def _grade_the_hostile_cases(tmp_path_factory):
+def graded(tmp_path_factory, grader_path):
     course = new_course(tmp_path_factory.mktemp("hostile"), [ASSIGNMENT])
     kit = Kit(course, read(notebook_path(SOLUTIONS, ASSIGNMENT)),
               read(notebook_path(EXERCISES, ASSIGNMENT)))

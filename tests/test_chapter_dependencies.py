@@ -1,0 +1,211 @@
+"""A chapter is re-executed when a mini_llm module it imports changes, and only then.
+
+book/_ext/chapter_dependencies.py finds the modules with ``ast``: these tests check the import
+forms it must follow, that what it finds for the real chapters includes what Python really loads,
+and, with real builds of a throwaway book, which pages execute again after an edit.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from _book_helpers import BOOK_DIR, MYST_NOTEBOOK_HEADER, REPO, manifest, run_jupyter_book
+from chapter_dependencies import ModuleGraph, code_cells, imported_names  # book/_ext
+
+GRAPH = ModuleGraph(REPO / "mini_llm")
+READY = manifest.load().ready()
+
+
+def test_import_forms():
+    assert imported_names("import mini_llm.gpt as g") == {"mini_llm.gpt"}
+    assert imported_names("from mini_llm import gpt, train") == {
+        "mini_llm",
+        "mini_llm.gpt",
+        "mini_llm.train",
+    }
+    assert imported_names("def f():\n    from mini_llm.rnn import rnn_step") == {
+        "mini_llm.rnn",
+        "mini_llm.rnn.rnn_step",
+    }
+    runner = "mini_llm.grading.runner"
+    assert imported_names("from . import wire", runner) == {
+        "mini_llm.grading",
+        "mini_llm.grading.wire",
+    }
+    assert imported_names("from ..train import train", runner) == {
+        "mini_llm.train",
+        "mini_llm.train.train",
+    }
+    assert imported_names("from .cli import main", "mini_llm.grading", is_package=True) == {
+        "mini_llm.grading.cli",
+        "mini_llm.grading.cli.main",
+    }
+
+
+def _package(root: Path, files: dict[str, str]) -> ModuleGraph:
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+    return ModuleGraph(root / "mini_llm")
+
+
+SMALL_PACKAGE = {
+    "mini_llm/__init__.py": "",
+    "mini_llm/a.py": "from .b import helper\n",
+    "mini_llm/b.py": "def helper():\n    import mini_llm.c  # loaded only when called\n",
+    "mini_llm/c.py": "",
+    "mini_llm/alone.py": "import numpy\n",
+    "mini_llm/grading/__init__.py": "from . import runner\n",
+    "mini_llm/grading/runner.py": "from ..a import helper\n",
+}
+
+
+def test_dependencies_are_followed_transitively_and_through_packages(tmp_path):
+    graph = _package(tmp_path, SMALL_PACKAGE)
+    assert graph.closure({"mini_llm.a"}) == {"mini_llm", "mini_llm.a", "mini_llm.b", "mini_llm.c"}
+    assert graph.closure({"mini_llm", "mini_llm.alone"}) == {"mini_llm", "mini_llm.alone"}
+    assert graph.closure({"mini_llm.grading.runner"}) == {
+        "mini_llm",
+        "mini_llm.grading",  # Python runs the package's __init__ on the way
+        "mini_llm.grading.runner",
+        "mini_llm.a",
+        "mini_llm.b",
+        "mini_llm.c",
+    }
+    assert graph.closure({"numpy", "os.path"}) == set()
+
+
+def test_a_page_depends_on_what_its_code_cells_import(tmp_path):
+    graph = _package(tmp_path, SMALL_PACKAGE)
+    page = tmp_path / "page.md"
+    page.write_text(
+        MYST_NOTEBOOK_HEADER
+        + "\n# A page\n\nText that mentions `import mini_llm.c` is not code.\n\n"
+        + "```{code-cell} ipython3\n%matplotlib inline\nfrom mini_llm import alone\n```\n"
+    )
+    assert code_cells(page) == [
+        "get_ipython().run_line_magic('matplotlib', 'inline')\nfrom mini_llm import alone\n"
+    ]
+    assert graph.page_dependencies(page) == {"mini_llm", "mini_llm.alone"}
+    before = graph.fingerprint(graph.page_dependencies(page))
+    assert set(before) == {"mini_llm/__init__.py", "mini_llm/alone.py"}
+    (tmp_path / "mini_llm/alone.py").write_text("import numpy as np\n")
+    assert (
+        graph.fingerprint(graph.page_dependencies(page))["mini_llm/alone.py"]
+        != before["mini_llm/alone.py"]
+    )
+
+
+def test_chapters_import_what_they_teach_and_never_the_grader():
+    for chapter in READY:
+        modules = GRAPH.page_dependencies(chapter.source)
+        assert set(chapter.modules) <= modules, (
+            f"{chapter.page} teaches {chapter.modules} (book/chapters.yml) but imports {modules}"
+        )
+        assert not {m for m in modules if m.startswith("mini_llm.grading")}, chapter.page
+
+
+def _loaded_by(imports: str) -> set[str]:
+    """The mini_llm modules a fresh interpreter has loaded after running ``imports``."""
+    report = (
+        "import json, sys\nprint(json.dumps([m for m in sys.modules if m.startswith('mini_llm')]))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", f"{imports}\n{report}"],
+        capture_output=True,
+        text=True,
+        cwd=BOOK_DIR,
+        env=env,
+        timeout=300,
+        check=True,
+    )
+    return {m for m in json.loads(done.stdout) if m.split(".")[0] == "mini_llm"}
+
+
+@pytest.mark.parametrize("chapter", READY, ids=[c.page for c in READY])
+def test_found_modules_include_every_module_python_loads(chapter):
+    """The static analysis may find more (imports inside functions), never fewer."""
+    statements = [
+        ast.unparse(node)
+        for cell in code_cells(chapter.source)
+        for node in ast.parse(cell).body
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and "mini_llm" in ast.unparse(node)
+    ]
+    loaded = _loaded_by("\n".join(statements))
+    assert len(loaded) > 1
+    assert loaded <= GRAPH.page_dependencies(chapter.source)
+
+
+# A page of the throwaway book: imports from the throwaway package beside the book, which the
+# first line puts before the course's own mini_llm.
+PAGE = (
+    MYST_NOTEBOOK_HEADER
+    + """
+# {name}
+
+```{{code-cell}} ipython3
+import sys
+sys.path.insert(0, "..")
+{imports}
+print("{name} shows", {value})
+```
+"""
+)
+
+PACKAGE = {
+    "mini_llm/__init__.py": "",
+    "mini_llm/value.py": "VALUE = 'v1'\n",
+    "mini_llm/uses_value.py": "from .value import VALUE\n",
+    "mini_llm/alone.py": "ALONE = 'a1'\n",
+    "mini_llm/grading/__init__.py": "GRADER = 1\n",
+}
+
+
+def _executed(build: subprocess.CompletedProcess) -> set[str]:
+    assert build.returncode == 0, build.stdout[-4000:]
+    return set(re.findall(r"/(\w+)\.md: Executing notebook", build.stdout))
+
+
+def test_an_edit_re_executes_exactly_the_pages_that_import_it(throwaway_book, tmp_path):
+    book = throwaway_book(
+        {
+            "first": PAGE.format(
+                name="first", imports="from mini_llm import uses_value", value="uses_value.VALUE"
+            ),
+            "second": PAGE.format(
+                name="second", imports="import mini_llm.alone", value="mini_llm.alone.ALONE"
+            ),
+        }
+    )
+    _package(tmp_path, PACKAGE)
+    budgets = [{"page": "first", "budget_s": 0}, {"page": "second", "budget_s": 600}]
+    (book / "chapters.yml").write_text(json.dumps({"chapters": budgets}))  # JSON is YAML
+    html = book / "_build" / "html"
+
+    first_build = run_jupyter_book(book, timeout=600)
+    assert _executed(first_build) == {"first", "second"}
+    assert "first shows v1" in (html / "first.html").read_text()
+    assert re.search(r"first took \d+ s to execute, over its budget of 0 s", first_build.stdout)
+    assert "second took" not in first_build.stdout
+
+    (tmp_path / "mini_llm/grading/__init__.py").write_text("GRADER = 2\n")
+    assert _executed(run_jupyter_book(book, timeout=600)) == set()
+
+    (tmp_path / "mini_llm/value.py").write_text("VALUE = 'v2'\n")  # first imports it through
+    assert _executed(run_jupyter_book(book, timeout=600)) == {"first"}  # uses_value
+    assert "first shows v2" in (html / "first.html").read_text()
+    assert "second shows a1" in (html / "second.html").read_text()
+
+    (tmp_path / "mini_llm/alone.py").write_text("ALONE = 'a2'\n")
+    assert _executed(run_jupyter_book(book, timeout=600)) == {"second"}
+    assert "second shows a2" in (html / "second.html").read_text()

@@ -1,0 +1,119 @@
+"""book/chapters.yml is the one list of chapters: what is generated from it agrees with it, every
+chapter's files are where it says, and publishing a planned chapter is a one-line change."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from _book_helpers import BOOK_DIR, REPO, manifest
+
+MANIFEST = manifest.load()
+
+
+def test_toc_and_intro_table_are_generated_from_the_manifest():
+    for path, expected in manifest.generated_files(MANIFEST).items():
+        assert path.read_text(encoding="utf-8") == expected, (
+            f"{path.relative_to(REPO)} differs from what book/chapters.yml makes: run `make toc`"
+        )
+
+
+def test_every_chapter_page_assignment_and_bug_file_is_in_the_manifest():
+    ready = MANIFEST.ready()
+    pages = {p.stem for p in BOOK_DIR.glob("ch[0-9][0-9]_*.md")}
+    assert pages == {c.page for c in ready}, (
+        "book/chNN_*.md pages and the ready chapters of book/chapters.yml differ"
+    )
+    solutions = {p.parent.name for p in (REPO / "solutions").glob("*/*.ipynb")}
+    assert solutions == {c.assignment for c in ready if c.assignment}, (
+        "solutions/ and the assignments of the ready chapters in book/chapters.yml differ"
+    )
+    bug_files = {str(p.relative_to(REPO)) for p in (REPO / "tests/buggy").glob("ch*.py")}
+    assert bug_files == {c.bugs for c in ready if c.bugs}
+
+
+def test_parts_in_order_and_the_course_part_last():
+    toc = yaml.safe_load((BOOK_DIR / "_toc.yml").read_text(encoding="utf-8"))
+    captions = [part["caption"] for part in toc["parts"]]
+    assert captions[-1] == "Working with the course"
+    assert "numbered" not in toc["parts"][-1]
+    assert captions[:-1] == [
+        p for p in MANIFEST.parts if any(c.part == p for c in MANIFEST.ready())
+    ]
+
+
+def test_publishing_a_chapter_is_its_status():
+    """What `status: coming` -> `ready` on chapter 8 changes in the generated files."""
+    chapters = [
+        dataclasses.replace(c, status="ready") if c.number == 8 else c for c in MANIFEST.chapters
+    ]
+    published = dataclasses.replace(MANIFEST, chapters=tuple(chapters))
+    before, after = manifest.render_toc(MANIFEST), manifest.render_toc(published)
+    assert "ch08_self_attention" not in before
+    assert "      - file: ch07_attention\n      - file: ch08_self_attention\n" in after
+    row = "| 8 | [Self-attention](ch08_self_attention.md) |"
+    assert row not in manifest.render_intro_table(MANIFEST)
+    assert row in manifest.render_intro_table(published)
+    assert manifest.render_intro_table(published).count(" | ready |") == len(MANIFEST.ready()) + 1
+
+
+def test_the_first_chapter_of_a_part_opens_the_part():
+    chapters = [dataclasses.replace(c, status="ready") for c in MANIFEST.chapters]
+    toc = yaml.safe_load(manifest.render_toc(dataclasses.replace(MANIFEST, chapters=chapters)))
+    assert [p["caption"] for p in toc["parts"]] == [*MANIFEST.parts, "Working with the course"]
+    assert [c["file"] for c in toc["parts"][3]["chapters"]] == ["ch12_gpu_training"]
+
+
+def _entry(**change) -> dict:
+    entry = {
+        "number": 1,
+        "page": "ch01_bigrams",
+        "title": "T",
+        "summary": "S",
+        "part": "Counting",
+        "status": "coming",
+        "modules": [],
+        "assignment": "none",
+        "bugs": "none",
+        "budget_s": 90,
+    }
+    return {**entry, **change}
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        ([_entry(part="Counted")], "part 'Counted' is not one of"),
+        ([_entry(status="done")], "status 'done' is not one of"),
+        ([_entry(page="ch02_bigrams")], "is not ch01_topic"),
+        ([{k: v for k, v in _entry().items() if k != "budget_s"}], "missing fields ['budget_s']"),
+        ([_entry(), _entry(number=3, page="ch03_x")], "numbered 1, 2, ... in order"),
+        ([_entry(assignment="ch01_x")], "needs a known-bugs file"),
+        (
+            [_entry(status="ready", page="ch01_nowhere")],
+            "files are missing: ['book/ch01_nowhere.md'",
+        ),
+    ],
+)
+def test_a_wrong_manifest_is_a_clear_error(tmp_path: Path, entries, message):
+    path = tmp_path / "chapters.yml"
+    path.write_text(yaml.safe_dump({"parts": ["Counting"], "chapters": entries}))
+    with pytest.raises(manifest.ManifestError, match=re.escape(message)):
+        manifest.load(path)
+
+
+def test_out_of_date_files_are_reported(tmp_path, monkeypatch, capsys):
+    toc = tmp_path / "_toc.yml"
+    toc.write_text("format: jb-book\nroot: intro\n")
+    monkeypatch.setattr(manifest, "TOC", toc)
+    intro = tmp_path / "intro.md"
+    intro.write_text((BOOK_DIR / "intro.md").read_text(encoding="utf-8"))
+    monkeypatch.setattr(manifest, "INTRO", intro)
+    assert manifest.main(["--check"]) == 1
+    assert "_toc.yml is out of date" in capsys.readouterr().out
+    assert manifest.main([]) == 0
+    assert manifest.main(["--check"]) == 0
+    assert toc.read_text() == (BOOK_DIR / "_toc.yml").read_text()
