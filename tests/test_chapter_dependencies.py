@@ -114,43 +114,56 @@ def test_chapters_import_what_they_teach_and_never_the_grader():
         assert not {m for m in modules if m.startswith("mini_llm.grading")}, chapter.page
 
 
-def _loaded_by(imports: str) -> set[str]:
-    """The mini_llm modules a fresh interpreter has loaded after running ``imports``."""
-    report = (
-        "import json, sys\nprint(json.dumps([m for m in sys.modules if m.startswith('mini_llm')]))"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+# Runs in a fresh interpreter: for each chapter, forget every mini_llm module, run the chapter's
+# import statements, and report which mini_llm modules are loaded then.
+LOADED_BY_EACH = """
+import json, sys
+chapters, loaded = json.loads(sys.stdin.read()), {}
+for page, imports in chapters.items():
+    for name in [m for m in sys.modules if m.split(".")[0] == "mini_llm"]:
+        del sys.modules[name]
+    exec(imports, {})
+    loaded[page] = [m for m in sys.modules if m.split(".")[0] == "mini_llm"]
+print(json.dumps(loaded))
+"""
+
+
+@pytest.fixture(scope="module")
+def loaded_by_python() -> dict[str, set[str]]:
+    """page -> the mini_llm modules Python loads when it runs the page's import statements."""
+    imports = {
+        chapter.page: "\n".join(
+            ast.unparse(node)
+            for cell in code_cells(chapter.source)
+            for node in ast.parse(cell).body
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and "mini_llm" in ast.unparse(node)
+        )
+        for chapter in READY
+    }
     done = subprocess.run(
-        [sys.executable, "-c", f"{imports}\n{report}"],
+        [sys.executable, "-c", LOADED_BY_EACH],
+        input=json.dumps(imports),
         capture_output=True,
         text=True,
         cwd=BOOK_DIR,
-        env=env,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
         timeout=300,
         check=True,
     )
-    return {m for m in json.loads(done.stdout) if m.split(".")[0] == "mini_llm"}
+    return {page: set(modules) for page, modules in json.loads(done.stdout).items()}
 
 
 @pytest.mark.parametrize("chapter", READY, ids=[c.page for c in READY])
-def test_found_modules_include_every_module_python_loads(chapter):
+def test_found_modules_include_every_module_python_loads(loaded_by_python, chapter):
     """The static analysis may find more (imports inside functions), never fewer."""
-    statements = [
-        ast.unparse(node)
-        for cell in code_cells(chapter.source)
-        for node in ast.parse(cell).body
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and "mini_llm" in ast.unparse(node)
-    ]
-    loaded = _loaded_by("\n".join(statements))
+    loaded = loaded_by_python[chapter.page]
     assert len(loaded) > 1
     assert loaded <= GRAPH.page_dependencies(chapter.source)
 
 
 # A page of the throwaway book: imports from the throwaway package beside the book, which the
 # first line puts before the course's own mini_llm.
-PAGE = (
-    MYST_NOTEBOOK_HEADER
-    + """
+PAGE = """
 # {name}
 
 ```{{code-cell}} ipython3
@@ -160,7 +173,7 @@ sys.path.insert(0, "..")
 print("{name} shows", {value})
 ```
 """
-)
+
 
 PACKAGE = {
     "mini_llm/__init__.py": "",
@@ -177,15 +190,14 @@ def _executed(build: subprocess.CompletedProcess) -> set[str]:
 
 
 def test_an_edit_re_executes_exactly_the_pages_that_import_it(throwaway_book, tmp_path):
+    first = PAGE.format(
+        name="first", imports="from mini_llm import uses_value", value="uses_value.VALUE"
+    )
+    second = PAGE.format(
+        name="second", imports="import mini_llm.alone", value="mini_llm.alone.ALONE"
+    )
     book = throwaway_book(
-        {
-            "first": PAGE.format(
-                name="first", imports="from mini_llm import uses_value", value="uses_value.VALUE"
-            ),
-            "second": PAGE.format(
-                name="second", imports="import mini_llm.alone", value="mini_llm.alone.ALONE"
-            ),
-        }
+        {"first": MYST_NOTEBOOK_HEADER + first, "second": MYST_NOTEBOOK_HEADER + second}
     )
     _package(tmp_path, PACKAGE)
     budgets = [{"page": "first", "budget_s": 0}, {"page": "second", "budget_s": 600}]
