@@ -35,7 +35,10 @@ MARKERS_BY_FIXTURE = {
     "throwaway_book": ("book", "slow"),
     "grader_path": ("grading", "slow"),  # every test that runs nbgrader or `mini-llm grade`
     "browser": ("browser", "slow"),
+    "trained_run": ("slow",),  # test_cli.py: prepares a corpus and trains through the CLI
 }
+# Other tests that take long without such a fixture (training to a target, torch.compile)
+# carry @pytest.mark.slow themselves.
 
 
 def pytest_addoption(parser):

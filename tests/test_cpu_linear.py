@@ -198,6 +198,7 @@ def test_gpt_gradients_are_the_same_with_and_without_onednn(monkeypatch):
 
 
 @x86_only
+@pytest.mark.slow  # torch.compile (make check leaves it out)
 def test_compiled_linear_matches_eager(onednn):
     reference, ours = reference_and_ours(bias=True)
     x = torch.randn(*ROWS_SHAPE, IN)

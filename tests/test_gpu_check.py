@@ -4,9 +4,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # the whole script: prepare, train, sample (make check leaves it out)
 def test_gpu_check_script_runs_on_cpu_with_a_tiny_override(tmp_path):
     done = subprocess.run(
         ["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "device=cpu", "n_layer=1", "n_head=2",

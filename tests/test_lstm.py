@@ -96,6 +96,7 @@ def test_unknown_cell_is_an_error():
         SequenceClassifier("transformer", 8, 4)
 
 
+@pytest.mark.slow  # trains two networks to a target (make check leaves it out)
 def test_a_gated_network_learns_a_memory_task_the_plain_rnn_cannot():
     """30 steps between the class and the answer: chance is 25 %."""
     results = {}

@@ -79,6 +79,7 @@ def test_exact_match_compares_up_to_the_first_end_token():
     assert exact_match(torch.tensor([[5, 6, eos], [7, eos, 3]]), target, eos) == 1.0
 
 
+@pytest.mark.slow  # trains two models to a target (make check leaves it out)
 def test_attention_model_learns_to_translate_and_aligns_digits_with_words():
     source, target = vocabularies()
     torch.manual_seed(0)

@@ -326,6 +326,7 @@ def test_two_process_torchrun_with_accumulation_trains_alike_and_only_rank_0_wri
     assert Path(tmp_path / "rank0" / "metrics.jsonl").read_text().count('"step": 6') == 2
 
 
+@pytest.mark.slow  # torch.compile (make check leaves it out)
 def test_compiled_training_matches_eager_and_saves_plain_weights(tmp_path, size):
     settings = {"max_iters": 3, "eval_interval": 0, "grad_clip": 0, "out_dir": str(tmp_path)}
     eager = train(tiny_gpt(dropout=0.0, size=size), batches(size=size), quiet(**settings),
