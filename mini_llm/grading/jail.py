@@ -62,18 +62,47 @@ class Jail:
         private.mkdir(mode=0o700, parents=True, exist_ok=True)
         return str(private)
 
-    def wrap(self, command: list[str], files: dict[str, Path] = (), writable: dict[str, Path] = (),
-             read_only: dict[str, Path] = (), cwd: str = HOME) -> list[str]:
+    def wrap(
+        self,
+        command: list[str],
+        files: dict[str, Path] = (),
+        writable: dict[str, Path] = (),
+        read_only: dict[str, Path] = (),
+        cwd: str = HOME,
+    ) -> list[str]:
         """``command`` inside a fresh sandbox; ``files`` (name in home -> host file) are visible
         read-only in the home, ``writable`` and ``read_only`` (sandbox path -> host folder)
         read-write and read-only."""
         if not self.enabled:
             return command
         size = str(self.tmpfs_mb * 2**20)
-        argv = ["bwrap", "--unshare-user", "--uid", "65534", "--gid", "65534", "--unshare-pid",
-                "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev",
-                "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", HOME]
+        argv = [
+            "bwrap",
+            "--unshare-user",
+            "--uid",
+            "65534",
+            "--gid",
+            "65534",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--new-session",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            size,
+            "--tmpfs",
+            "/tmp",
+            "--size",
+            size,
+            "--tmpfs",
+            HOME,
+        ]
         for folder in SYSTEM:
             argv += ["--ro-bind-try", folder, folder]
         for folder in _python_folders():
@@ -110,12 +139,19 @@ def check(trusted_cohort: bool) -> Jail:
         raise SandboxUnavailable(
             "bubblewrap (bwrap) is not installed, so student code cannot be isolated from the "
             "course files and the grader. Install it (Debian: apt-get install bubblewrap), or, "
-            "only for a cohort you trust, pass --trusted-cohort to grade without isolation.")
-    probe = subprocess.run(jail.wrap([*jail.python(), "-c", "import numpy"]),
-                           capture_output=True, text=True, timeout=120, check=False)
+            "only for a cohort you trust, pass --trusted-cohort to grade without isolation."
+        )
+    probe = subprocess.run(
+        jail.wrap([*jail.python(), "-c", "import numpy"]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     if probe.returncode != 0:
         raise SandboxUnavailable(
             "bubblewrap cannot make a sandbox here (user namespaces may be disabled): "
             f"{probe.stderr.strip()[-500:]}. Enable unprivileged user namespaces, or, only for "
-            "a cohort you trust, pass --trusted-cohort to grade without isolation.")
+            "a cohort you trust, pass --trusted-cohort to grade without isolation."
+        )
     return jail

@@ -289,7 +289,8 @@ def _write_results(coursedir, assignment: Assignment, source_notebook: Path,
                    report: StudentReport, released: dict[str, str], review: set[str]) -> None:
     submitted = nbglue.folder(coursedir, "submitted", report.student, assignment.name)
     stamp = submitted / "timestamp.txt"
-    when = nbglue.timestamp(stamp.read_bytes() if stamp.is_file() else None)
+    stamp = stamp if stamp.is_file() and not stamp.is_symlink() else None
+    when = nbglue.timestamp(stamp.read_bytes() if stamp else None)
     nbglue.record(coursedir, assignment, report.student, when, report.verification,
                   report.submission.answers, released, review)
     source_nb = nbformat.read(source_notebook, as_version=4)
@@ -300,5 +301,5 @@ def _write_results(coursedir, assignment: Assignment, source_notebook: Path,
         shutil.rmtree(target)
     target.mkdir(parents=True)
     nbformat.write(graded, target / source_notebook.name)
-    if stamp.is_file():
+    if stamp:
         shutil.copy(stamp, target / "timestamp.txt")

@@ -251,23 +251,26 @@ def writes_course_files(kit: Kit, student: str) -> Expect:
 
 
 def kills_other_students(kit: Kit, student: str) -> Expect:
-    """After a correct answer, SIGKILLs every other grading sandbox it can see, until stopped.
+    """After a correct answer, SIGKILLs every other grading sandbox it can see, for 5 s.
 
-    Its PID namespace shows no other sandbox, so whoever was graded at the same time is
-    unharmed; this student's own cell is interrupted at its time limit."""
+    Its PID namespace shows no other sandbox, so it kills nothing (it would say so) and
+    whoever was graded at the same time is unharmed."""
     code = ("import os, signal, time\n"
-            "_end = time.time() + 60\n"
+            "_end, _killed = time.time() + 5, set()\n"
             "while time.time() < _end:\n"
             "    for _pid in filter(str.isdigit, os.listdir('/proc')):\n"
             "        try:\n"
             "            _cmd = open(f'/proc/{_pid}/cmdline', 'rb').read()\n"
             "            if b'mini_llm.grading.sandbox' in _cmd and int(_pid) != os.getpid():\n"
             "                os.kill(int(_pid), signal.SIGKILL)\n"
+            "                _killed.add(_pid)\n"
             "        except OSError:\n"
             "            pass\n"
-            "    time.sleep(0.1)\n")
+            "    time.sleep(0.1)\n"
+            "if _killed:\n"
+            "    raise RuntimeError(f'killed {len(_killed)} other sandboxes')\n")
     kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
-    return Expect(kit.total, "ran past its time limit")
+    return Expect(kit.total, "-")
 
 
 def not_json(kit: Kit, student: str) -> Expect:
@@ -452,3 +455,13 @@ def script_in_written_answer(kit: Kit, student: str) -> Expect:
 
 CASES += [exception_names_grader_module, reads_the_solution, daemon_rewrites_gradebook,
           plants_code_for_later_steps, script_in_written_answer]
+
+
+def symlinked_notebook(kit: Kit, student: str) -> Expect:
+    """The 'notebook' is a symbolic link to the reference solution in the course folder."""
+    link = kit.folder(student) / f"{ASSIGNMENT}.ipynb"
+    link.symlink_to(kit.course / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    return Expect(0.0, "is a symbolic link")
+
+
+CASES.append(symlinked_notebook)
