@@ -60,11 +60,12 @@ exercises: $(STAMP)
 grade: setup
 	$(BIN)/mini-llm grade $(ASSIGNMENT)
 
-# Headless Chromium for the rendered-book tests (Debian's package; needs root to install).
+# Headless Chromium for the rendered-book tests and bubblewrap for the grader's sandbox
+# (Debian's packages; need root to install).
 browser:
-	@command -v chromium >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
-	  else echo "Browser tests need Debian's chromium: sudo apt-get install chromium"; fi; }
+	@command -v chromium >/dev/null && command -v bwrap >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium bubblewrap >/dev/null; \
+	  else echo "Tests need Debian's chromium and bubblewrap: sudo apt-get install chromium bubblewrap"; fi; }
 
 clean: book-clean
 	rm -rf test-artifacts .pytest_cache

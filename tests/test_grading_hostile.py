@@ -1,27 +1,30 @@
 """`mini-llm grade` on broken and hostile submissions: one real run, one student per case.
 
 The cases (tests/hostile/cases.py) are built from the released and the solution notebook of
-ch01_bigrams. One grader run grades them all in parallel, with real nbgrader, a real SQLite
-gradebook and real feedback. Then, for every student: the grader finished, the gradebook holds
-exactly the points honestly earned (computed from the assignment's metadata), and the summary or
-the feedback names what went wrong. The gradebook's other content and every other student's
-results are checked too, since several cases attack them.
+ch01_bigrams. One grader run grades them all in parallel, with real nbgrader (its in-kernel run
+included), the OS sandbox, a real SQLite gradebook and real feedback. Then, for every student:
+the grader finished, the gradebook holds exactly the points honestly earned (computed from the
+assignment's metadata), and the summary or the feedback names what went wrong. The course's
+files, the Python environment, the processes left running, the CSV and the feedback HTML are
+checked too, since several cases attack them.
 """
 
 from __future__ import annotations
 
+import csv
 import html
 import json
 import re
 import subprocess
 import time
 
+import psutil
 import pytest
 from _exercise_helpers import BIN, EXERCISES, SOLUTIONS, new_course, notebook_path, read
-from hostile.cases import ASSIGNMENT, CASES, SUBMITTED_AT, Kit
+from hostile.cases import ASSIGNMENT, CASES, DAEMON_MARKER, SUBMITTED_AT, Kit, planted_pth
 from nbgrader.api import Gradebook
 
-TIMEOUTS = ["--timeout", "90", "--cell-timeout", "10", "--memory-mb", "1024"]
+TIMEOUTS = ["--timeout", "120", "--cell-timeout", "20", "--memory-mb", "1024"]
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +35,18 @@ def graded(tmp_path_factory, grader_path):
     expected = {case.__name__: case(kit, case.__name__) for case in CASES}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # a record from before
         gb.add_student("alumnus", first_name="Ada", last_name="Lovelace")
+    config = (course / "nbgrader_config.py").read_bytes()
     start = time.monotonic()
-    run = subprocess.run([str(BIN / "mini-llm"), "grade", ASSIGNMENT, "--course-dir", str(course),
-                          "--workers", "2", *TIMEOUTS], capture_output=True, text=True,
-                         timeout=900, check=False)
-    seconds = time.monotonic() - start
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
-    return course, kit, expected, run.stdout, seconds
+    try:
+        run = subprocess.run([str(BIN / "mini-llm"), "grade", ASSIGNMENT, "--course-dir",
+                              str(course), "--workers", "2", "--in-kernel", *TIMEOUTS],
+                             capture_output=True, text=True, timeout=900, check=False)
+        seconds = time.monotonic() - start
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+        planted = planted_pth(kit).exists()
+        yield course, kit, expected, run.stdout, seconds, config, planted
+    finally:  # never leave the attack's file in the shared environment, whatever happened
+        planted_pth(kit).unlink(missing_ok=True)
 
 
 def _line(summary: str, student: str) -> str:
@@ -61,15 +69,13 @@ def _scores(course, student: str) -> dict[str, float]:
 
 @pytest.mark.parametrize("case", [c.__name__ for c in CASES])
 def test_each_case_is_scored_honestly_and_explained(graded, case):
-    course, kit, expected, summary, _ = graded
+    course, kit, expected, summary, *_ = graded
     line = _line(summary, case)
     total = sum(_scores(course, case).get(g, 0) or 0 for g in kit.tests)
     assert total == expected[case].score, line
     assert f"{expected[case].score:g}/{kit.total:g}" in line
     said = expected[case].says.lower()
-    if said == "-":  # nothing wrong (being killed by kills_other_students is not its fault)
-        line = line.replace("its grading process was killed from outside; graded again alone",
-                            "-")
+    if said == "-":  # nothing wrong
         assert line.rstrip().endswith("-"), f"no problem expected for {case}: {line}"
     else:
         assert said in line.lower() or said in _feedback(course, case).lower(), line
@@ -77,21 +83,54 @@ def test_each_case_is_scored_honestly_and_explained(graded, case):
 
 @pytest.mark.parametrize("case", ["os_exit", "segfault"])
 def test_a_dead_kernel_leaves_no_later_test_passed(graded, case):
-    course, kit, _, _, _ = graded
+    course, kit, *_ = graded
     scores = _scores(course, case)
     crash = {"os_exit": kit.answers[len(kit.answers) // 2], "segfault": kit.answers[1]}[case]
     later = [g for g in kit.tests if kit.order.index(g) > kit.order.index(crash)]
     assert later and all(scores[g] == 0 for g in later)
 
 
-def test_course_files_written_by_students_are_restored(graded):
-    course, kit, _, summary, _ = graded
+def test_the_course_and_the_environment_are_untouched(graded):
+    """writes_course_files, plants_code_for_later_steps and daemon_rewrites_gradebook aimed
+    at these: the sandbox gives them no view of the course and a read-only environment."""
+    course, kit, _, summary, _, config, planted = graded
     assert read(notebook_path(course / "solutions", ASSIGNMENT)) == kit.source
     honest = course / "submitted" / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     assert read(honest) == kit.solved()
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         assert gb.find_student("alumnus").first_name == "Ada"
-    assert re.search(r"gradebook\.db was changed .* restored", summary)
+    assert (course / "nbgrader_config.py").read_bytes() == config
+    assert not planted, "a submission planted a .pth file in the Python environment"
+    assert "restored" not in summary
+
+
+def test_no_process_a_submission_started_outlives_the_run(graded):
+    survivors = [p.pid for p in psutil.process_iter(["cmdline"])
+                 if DAEMON_MARKER in " ".join(p.info["cmdline"] or [])]
+    assert not survivors
+
+
+def test_recorded_scores_are_the_reported_scores(graded):
+    """Gradebook, CSV export, JSON report and printed summary agree for every student."""
+    course, kit, expected, summary, *_ = graded
+    report = json.loads((course / f"grading-{ASSIGNMENT}.json").read_text())["students"]
+    with open(course / f"grades-{ASSIGNMENT}.csv", newline="") as handle:
+        exported = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(handle)
+                    if row["assignment"] == ASSIGNMENT}
+    for student in expected:
+        recorded = sum(_scores(course, student).get(g, 0) or 0 for g in kit.tests)
+        printed = float(_line(summary, student).split()[1].split("/")[0])
+        assert recorded == exported[student] == report[student]["score"] == printed, student
+
+
+def test_feedback_html_keeps_an_answer_s_markup_as_text(graded):
+    course, *_ = graded
+    page = (course / "feedback" / "script_in_written_answer" / ASSIGNMENT /
+            f"{ASSIGNMENT}.html").read_text()
+    assert "HOSTILE_SCRIPT" in page and "HOSTILE_ONERROR" in page  # shown, as text
+    assert not re.search(r"<script[^>]*>\s*window\.HOSTILE", page)
+    assert not re.search(r"<[a-z]+[^>]*\sonerror\s*=", page, re.IGNORECASE)
+    assert not re.search(r"href\s*=\s*[\"']?javascript:", page, re.IGNORECASE)
 
 
 def test_the_submission_time_is_recorded_as_nbgrader_reads_it(graded):
@@ -110,7 +149,7 @@ def test_the_instructor_report_keeps_the_full_message(graded):
 
 
 def test_grades_csv_lists_every_student(graded):
-    course, _, expected, _, _ = graded
+    course, _, expected, *_ = graded
     text = (course / f"grades-{ASSIGNMENT}.csv").read_text()
     for student in expected:
         assert f",{student}," in text
@@ -131,7 +170,7 @@ def _hidden_lines(kit) -> set[str]:
 
 
 def test_feedback_never_shows_hidden_tests(graded):
-    course, kit, expected, _, _ = graded
+    course, kit, expected, *_ = graded
     hidden = _hidden_lines(kit)
     for student in expected:
         page = _feedback(course, student)

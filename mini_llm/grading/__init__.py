@@ -3,11 +3,12 @@
 nbgrader does the bookkeeping (gradebook, autograde, feedback, export); this package adds what
 it lacks for untrusted code at course scale:
 
-* :mod:`.limits` -- time, memory and file limits on every process that runs student code;
+* :mod:`.jail` -- every process that runs student code is in an OS sandbox (bubblewrap): its
+  own user, PID and network namespaces, no view of the course or the grader;
+* :mod:`.limits` -- time, memory and file limits on those processes;
 * :mod:`.notebook` -- the assignment as the instructor wrote it; the answers of a submission;
 * :mod:`.sandbox` / :mod:`.verify` -- the trusted score: tests run in the grader, the learner's
-  functions in a separate limited process, plain data between them (:mod:`.wire`);
-* :mod:`.integrity` -- whatever student code changes on disk is put back;
+  functions in the sandbox, plain data between them (:mod:`.wire`);
 * :mod:`.feedback` -- feedback that names the failed checks without revealing hidden tests;
 * :mod:`.nbglue` -- the calls into nbgrader; :mod:`.runner` and :mod:`.cli` -- the command.
 """

@@ -24,11 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="wall-clock seconds per notebook run (default 300)")
     parser.add_argument("--cell-timeout", type=float, default=30.0,
-                        help="seconds per cell before it is interrupted (default 30)")
+                        help="CPU seconds per cell before it is interrupted, or 4 times that "
+                             "on the clock (default 30)")
     parser.add_argument("--memory-mb", type=int, default=2048,
                         help="address-space limit of each student process (default 2048)")
     parser.add_argument("--student", action="append", default=[],
                         help="grade only this student (repeatable)")
+    parser.add_argument("--in-kernel", action="store_true",
+                        help="also run nbgrader's own autograde, to compare (shown, never "
+                             "recorded; slower)")
+    parser.add_argument("--trusted-cohort", action="store_true",
+                        help="grade without the OS sandbox (bubblewrap), where it cannot be "
+                             "made; only for submissions you trust")
 
 
 def summary(reports: list[StudentReport], run_problems: list[str], total: float) -> str:
@@ -51,7 +58,8 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError("--workers >= 1, --timeout > 0, --cell-timeout > 0 and "
                          "--memory-mb >= 256 are required")
     options = Options(args.assignment, args.course_dir, args.workers, args.timeout,
-                      args.cell_timeout, args.memory_mb, args.student)
+                      args.cell_timeout, args.memory_mb, args.student, args.in_kernel,
+                      args.trusted_cohort)
     reports, run_problems, assignment = grade(options)
     print(summary(reports, run_problems, assignment.auto_points))
     print(f"gradebook: {args.course_dir / 'gradebook.db'}; feedback under feedback/; "
@@ -67,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         run(args)
-    except (ValueError, FileNotFoundError) as err:  # GradingError is a ValueError
+    except (ValueError, FileNotFoundError) as err:  # GradingError, SandboxUnavailable too
         print(f"mini-llm grade: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -7,11 +7,15 @@ by the grader instead: the instructor's cells, the learner's answers, each hidde
 test cell replaced by one comment, and outputs that come only from the trusted replay -- the
 learner's own printing from the sandbox (which never saw a test) and, for each test, either
 nothing (passed) or the teaching message, redacted for hidden checks (:func:`.verify.redact`).
+Whatever text came from the submission and is rendered as Markdown (written answers, problem
+lines naming its cells) has every punctuation character escaped, so its tags, links and
+images show as text and never run.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 
 import nbformat
 from nbformat.v4 import new_output
@@ -36,6 +40,8 @@ def graded_notebook(source: nbformat.NotebookNode, assignment: Assignment,
             cell.outputs, cell.execution_count = [], None
         if spec.kind in ("answer", "manual"):
             cell.source = "\n\n".join(answers.get(spec.grade_id, [])) or "# (no answer)"
+            if cell.cell_type == "markdown":  # rendered as HTML: the learner's markup stays text
+                cell.source = as_text(cell.source)
         elif spec.kind == "test":
             cell.source = "".join(code if not hidden else HIDDEN_PLACEHOLDER
                                   for hidden, code in spec.chunks())
@@ -45,11 +51,17 @@ def graded_notebook(source: nbformat.NotebookNode, assignment: Assignment,
         cells.append(cell)
     if problems:
         note = "**Found while grading this submission:**\n\n" + "\n".join(
-            f"- {p}" for p in problems)
+            f"- {as_text(p)}" for p in problems)
         cells.insert(0, nbformat.v4.new_markdown_cell(note))
     nb.cells = cells
     nb.metadata.pop("widgets", None)
     return nb
+
+
+def as_text(markdown: str) -> str:
+    """``markdown`` escaped so that it renders as the very characters it holds: every ASCII
+    punctuation character gets Markdown's backslash escape (no HTML, link, image or emphasis)."""
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", markdown)
 
 
 def _outputs(result: CellResult) -> list:

@@ -1,15 +1,15 @@
 """Resource limits for every process that runs a submission's code.
 
 A student process (the nbgrader kernel, the verification sandbox) starts in a session of its
-own, with these limits set before it runs any of the learner's code:
+own -- and, unless the cohort is declared trusted, inside the OS sandbox of :mod:`.jail` --
+with these limits set before it runs any of the learner's code:
 
 * ``RLIMIT_AS`` -- address space, so a huge allocation is a ``MemoryError`` in that process;
 * ``RLIMIT_CPU`` -- a backstop that kills a runaway process even if it escapes its parent;
 * ``RLIMIT_FSIZE``, ``RLIMIT_CORE`` -- no disk-filling files, no core dumps.
 
 Wall-clock limits are enforced by the parent, which kills the process, its descendants and its
-session when time is up. The process runs as the grader's own user: what that allows is stated
-in the README's threat model and compensated for by :mod:`.integrity`.
+session when time is up (the sandbox's PID namespace takes everything else with it).
 
 ``python -m mini_llm.grading.limits --memory-mb N --cpu-s S --file-mb F -- CMD`` applies the
 limits and then executes ``CMD``: the nbgrader kernel is started through it (:mod:`.nbglue`).

@@ -3,18 +3,20 @@
 * :func:`course` reads the course's own ``nbgrader_config.py`` for its folder names.
 * :func:`register_assignment` runs ``nbgrader generate_assignment`` so the gradebook knows the
   assignment's cells (into a scratch release folder: ``exercises/`` is left alone).
-* :func:`autograde_in_kernel` runs ``nbgrader autograde`` for one student in a private copy of
-  the course (its own gradebook copy, only that student's submission), with the kernel started
-  through :mod:`.limits`. Its scores are shown, never recorded: the kernel is the submission's.
+* :func:`autograde_in_kernel` (on request) runs ``nbgrader autograde`` for one student inside
+  the OS sandbox, in a private copy of the course (a gradebook that holds only the assignment,
+  only that student's submission), with the kernel started through :mod:`.limits`. Its scores
+  are shown, never recorded: the kernel is the submission's.
 * :func:`record` writes the trusted scores into the real gradebook with nbgrader's API and
   nbgrader's own late-penalty step; :func:`feedback_and_export` runs ``generate_feedback`` and
-  ``export``. Both run only after every student process has been killed.
+  ``export`` in a fresh process; no student code ever had a view of the course they read.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -31,8 +33,9 @@ from sqlalchemy.exc import SAWarning
 from traitlets.config.loader import PyFileConfigLoader
 
 from mini_llm.grading import limits
+from mini_llm.grading.jail import Jail
 from mini_llm.grading.notebook import Assignment
-from mini_llm.grading.verify import Verification
+from mini_llm.grading.verify import WALL_FACTOR, Verification
 
 KERNEL_NAME = "mini-llm-grading"
 
@@ -61,7 +64,7 @@ def executable_path() -> str:
 
 
 def _nbgrader(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "nbgrader", *args]
+    command = [sys.executable, "-I", "-m", "nbgrader", *args]
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PATH": executable_path()}, check=False)
 
@@ -96,47 +99,59 @@ class InKernel:
         return sum(self.scores.values())
 
 
-def _kernel_spec(where: Path, limit: limits.Limits) -> None:
+def _kernel_spec(where: Path, python: str, limit: limits.Limits) -> None:
     spec = where / "kernels" / KERNEL_NAME
     spec.mkdir(parents=True)
-    argv = [sys.executable, "-m", "mini_llm.grading.limits", *limit.argv(), "--",
-            sys.executable, "-I", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    argv = [python, "-m", "mini_llm.grading.limits", *limit.argv(), "--",
+            python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     (spec / "kernel.json").write_text(json.dumps(
         {"argv": argv, "display_name": "Python 3 (limited, grading)", "language": "python"}))
 
 
-def autograde_in_kernel(coursedir: CourseDirectory, assignment: Assignment, student: str,
-                        files: dict[str, bytes], gradebook: bytes, source_files: dict[str, bytes],
-                        workdir: Path, limit: limits.Limits, timeout_s: float,
-                        cell_timeout_s: float) -> InKernel:
-    """``nbgrader autograde`` of one student in a private copy of the course."""
-    root = workdir / "course"
-    submitted = root / "submitted" / student / assignment.name
-    source = root / "source" / assignment.name
-    for base, content in ((submitted, files), (source, source_files)):
-        base.mkdir(parents=True)
-        for name, data in content.items():
-            (base / name).parent.mkdir(parents=True, exist_ok=True)
-            (base / name).write_bytes(data)
-    (root / "gradebook.db").write_bytes(gradebook)
-    _kernel_spec(workdir / "jupyter", limit)
-    home = workdir / "kernel-home"
-    home.mkdir(mode=0o700)
-    env = limits.student_environment(str(home))
-    env["JUPYTER_PATH"] = str(workdir / "jupyter")
-    env["PATH"] = executable_path()
-    command = [sys.executable, "-m", "nbgrader", "autograde", assignment.name,
-               f"--student={student}", "--force", *_config_args(root),
-               "--CourseDirectory.source_directory=source",
-               "--CourseDirectory.submitted_directory=submitted",
-               "--CourseDirectory.autograded_directory=autograded",
-               f"--Execute.kernel_name={KERNEL_NAME}", f"--Execute.timeout={int(cell_timeout_s)}",
-               "--Execute.extra_arguments=[]"]
+def clean_gradebook(coursedir: CourseDirectory, assignment: str, scratch: Path) -> Path:
+    """A gradebook that knows this assignment's cells and nothing else (no other student)."""
+    db = scratch / "clean-gradebook.db"
+    result = _nbgrader(["generate_assignment", assignment, "--force",
+                        f"--CourseDirectory.release_directory={scratch / 'clean-release'}",
+                        f"--CourseDirectory.root={coursedir.root}",
+                        f"--CourseDirectory.db_url=sqlite:///{db}"],
+                       Path(coursedir.root), timeout=600)
+    if result.returncode != 0:
+        raise GradingError(f"nbgrader generate_assignment {assignment} failed:\n"
+                           + result.stderr[-3000:])
+    return db
+
+
+def autograde_in_kernel(assignment: Assignment, student: str, submitted: Path, gradebook: Path,
+                        source: Path, workdir: Path, limit: limits.Limits, jail: Jail,
+                        timeout_s: float, cell_timeout_s: float) -> InKernel:
+    """``nbgrader autograde`` of one student in a private copy of the course, in the sandbox."""
+    course = workdir / "course"
+    shutil.copytree(submitted, course / "submitted" / student / assignment.name, symlinks=True)
+    shutil.copytree(source, course / "source" / assignment.name, symlinks=True,
+                    ignore=shutil.ignore_patterns("*.ipynb"))
+    shutil.copy(gradebook, course / "gradebook.db")
+    root, jupyter = ("/course", "/jupyter") if jail.enabled else (course, workdir / "jupyter")
+    python = jail.python()[0]
+    _kernel_spec(workdir / "jupyter", python, limit)
+    env = limits.student_environment(jail.home(workdir / "home"))
+    env.update(JUPYTER_PATH=str(jupyter), PYTHONPATH=jail.package_path(),
+               PATH=os.pathsep.join([str(Path(python).parent), "/usr/bin", "/bin"]))
+    command = jail.wrap(
+        [python, "-m", "nbgrader", "autograde", assignment.name, f"--student={student}",
+         "--force", *_config_args(Path(root)), "--CourseDirectory.source_directory=source",
+         "--CourseDirectory.submitted_directory=submitted",
+         "--CourseDirectory.autograded_directory=autograded",
+         f"--Execute.kernel_name={KERNEL_NAME}",  # wall clock only, as the replay's backstop
+         f"--Execute.timeout={int(cell_timeout_s * WALL_FACTOR)}",
+         "--Execute.extra_arguments=[]"],
+        writable={"/course": course}, read_only={"/jupyter": workdir / "jupyter"}, cwd=str(root))
     start = time.monotonic()
     log = workdir / "nbgrader.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=out,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(command, cwd=None if jail.enabled else course, env=env,
+                                   stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
         in_time = limits.wait_or_kill(process, start + timeout_s)
     result = InKernel()
     if not in_time:
@@ -147,7 +162,7 @@ def autograde_in_kernel(coursedir: CourseDirectory, assignment: Assignment, stud
         errors = [line.split("ERROR]", 1)[1] for line in tail if "[AutogradeApp | ERROR]" in line
                   and not any(g in line for g in generic)]
         result.error = (errors[0] if errors else tail[-1] if tail else "").strip()[:300]
-    result.scores = _scores(root / "gradebook.db", assignment, student)
+    result.scores = _scores(course / "gradebook.db", assignment, student)
     return result
 
 
@@ -213,8 +228,9 @@ def feedback_and_export(coursedir: CourseDirectory, assignment: str, students: l
                         csv_path: Path) -> None:
     """nbgrader's own feedback HTML and CSV export, for the students just graded."""
     root = Path(coursedir.root)
-    for args, what in (([ "generate_feedback", assignment, "--force",
-                          *_config_args(root)], "generate_feedback"),
+    for args, what in ((["generate_feedback", assignment, "--force",
+                         "--HTMLExporter.sanitize_html=True", *_config_args(root)],
+                        "generate_feedback"),
                        (["export", f"--to={csv_path}", f"--assignment=[{assignment!r}]",
                          *_config_args(root)], "export")):
         result = _nbgrader(args, root, timeout=1800)

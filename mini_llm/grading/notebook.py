@@ -125,6 +125,9 @@ def read_submission(path: Path, assignment: Assignment, release_sources: dict[st
     copy of each cell, to tell an answer left untouched, or a test cell edited.
     """
     result = Submission()
+    if path.is_symlink():  # it could point at anything the grader can read: the solutions
+        result.problems.append(f"{path.name} is a symbolic link, not a notebook; graded as empty")
+        return result
     if not path.exists():
         result.problems.append(f"no notebook {path.name} was submitted")
         return result

@@ -1,25 +1,26 @@
-"""``mini-llm grade``: every student of an assignment, in parallel, under limits.
+"""``mini-llm grade``: every student of an assignment, in parallel, under limits, each in an
+OS sandbox (:mod:`.jail`).
 
-1. Read, before any student code runs: the source notebook, the gradebook, the assignment's
-   folders and every submission (:mod:`.integrity`); import the modules the tests use, so a
-   submission that rewrites them on disk cannot change the checking code of this run.
+1. Check that the sandbox can be made (or that the cohort was declared trusted); import the
+   modules the tests use.
 2. Replay the reference solution once: test cells it fails in the replay cannot be judged
    there (they share objects with the answer code) and are settled by nbgrader, flagged.
-3. Grade each student in a worker process: nbgrader's in-kernel autograde in a private copy of
-   the course (shown, never recorded), then the trusted replay (:mod:`.verify`). A student
-   whose sandbox was killed from outside is graded again, alone, at the end.
-4. When all student processes are gone: undo any change they made to the course, record the
-   trusted scores (nbgrader's gradebook API), write the learner-safe graded notebooks and the
-   instructor's JSON report, run nbgrader's feedback and CSV export, print the summary.
+3. Grade each student in a worker process: the trusted replay (:mod:`.verify`) and, on
+   request or when step 2 found such cells, nbgrader's in-kernel autograde in a private copy
+   of the course (otherwise shown, never recorded). Student code runs only inside the sandbox, which sees no course file, so the
+   course is exactly as it was when the last sandbox is gone.
+4. Record the trusted scores (nbgrader's gradebook API), write the learner-safe graded
+   notebooks and the instructor's JSON report, run nbgrader's feedback and CSV export in a
+   fresh process, print the summary.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import json
 import multiprocessing
-import os
 import shutil
 import tempfile
 import time
@@ -30,7 +31,8 @@ from pathlib import Path
 import nbformat
 from tqdm import tqdm
 
-from mini_llm.grading import feedback, integrity, limits, nbglue
+from mini_llm.grading import feedback, limits, nbglue
+from mini_llm.grading.jail import Jail, check
 from mini_llm.grading.notebook import Assignment, Submission, load_assignment, read_submission
 from mini_llm.grading.verify import Verification, verify
 
@@ -44,6 +46,8 @@ class Options:
     cell_timeout_s: float = 30.0
     memory_mb: int = 2048
     students: list[str] = field(default_factory=list)
+    in_kernel: bool = False  # also run nbgrader's own autograde, for comparison (slower)
+    trusted_cohort: bool = False  # no OS sandbox: only for code you trust
 
 
 @dataclass
@@ -52,7 +56,7 @@ class StudentReport:
     submission: Submission
     verification: Verification
     in_kernel: nbglue.InKernel
-    window: tuple[float, float]
+    seconds: float
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -67,8 +71,8 @@ class _Context:
     options: Options
     coursedir: object
     assignment: Assignment
-    snapshot: integrity.Snapshot
-    gradebook: bytes
+    jail: Jail
+    clean_gradebook: Path | None  # the assignment's cells only, for the in-kernel run
     released: dict[str, str]
     release_files: list[Path]
 
@@ -77,34 +81,41 @@ _CONTEXT: _Context | None = None
 NOT_GRADED = "was NOT graded (nothing recorded)"
 
 
-def _grade_one(student: str) -> StudentReport:
-    """Runs in a worker: the in-kernel run and the trusted replay of one student."""
+def _grade_one(student: str) -> StudentReport | str:
+    """Runs in a worker: the trusted replay (and the in-kernel run) of one student; on any
+    failure of the grader, a line saying so instead (the run goes on)."""
+    try:
+        return _grade(student)
+    except BaseException as err:  # noqa: BLE001 - one student's failure must not stop 200
+        return f"{student} {NOT_GRADED}: {type(err).__name__}: {err}"[:2000]
+
+
+def _grade(student: str) -> StudentReport:
     context = _CONTEXT
     options, assignment = context.options, context.assignment
     limit = limits.Limits(memory_mb=options.memory_mb, cpu_s=int(options.timeout_s) + 30)
     submitted = nbglue.folder(context.coursedir, "submitted", student, assignment.name)
-    files = context.snapshot.under(submitted)
-    source = nbglue.folder(context.coursedir, "source", assignment.name)
-    source_files = {k: v for k, v in context.snapshot.under(source).items()
-                    if not k.endswith(".ipynb")}
-    start = time.time()
+    notebook_name = f"{assignment.notebook}.ipynb"
+    start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"grade-{student}-") as scratch:
         scratch = Path(scratch)
-        (scratch / "kernel").mkdir()
-        in_kernel = nbglue.autograde_in_kernel(
-            context.coursedir, assignment, student, files, context.gradebook, source_files,
-            scratch / "kernel", limit, options.timeout_s, options.cell_timeout_s)
-        copy = scratch / "submission" / f"{assignment.notebook}.ipynb"
-        copy.parent.mkdir()
-        notebook_name = f"{assignment.notebook}.ipynb"
-        if notebook_name in files:
-            copy.write_bytes(files[notebook_name])
-        submission = read_submission(copy, assignment, context.released)
+        in_kernel = nbglue.InKernel()
+        if options.in_kernel:
+            (scratch / "kernel").mkdir()
+            source = nbglue.folder(context.coursedir, "source", assignment.name)
+            in_kernel = nbglue.autograde_in_kernel(
+                assignment, student, submitted, context.clean_gradebook, source,
+                scratch / "kernel", limit, context.jail, options.timeout_s,
+                options.cell_timeout_s)
+        submission = read_submission(submitted / notebook_name, assignment, context.released)
         (scratch / "replay").mkdir()
         verification = verify(assignment, submission, scratch / "replay", limit,
-                              options.timeout_s, options.cell_timeout_s, context.release_files)
-    extra = sorted(set(files) - {notebook_name, "timestamp.txt"})
-    report = StudentReport(student, submission, verification, in_kernel, (start, time.time()))
+                              options.timeout_s, options.cell_timeout_s, context.release_files,
+                              context.jail)
+    extra = sorted(str(p.relative_to(submitted)) for p in submitted.rglob("*")
+                   if p.is_file() and p.name not in (notebook_name, "timestamp.txt"))
+    report = StudentReport(student, submission, verification, in_kernel,
+                           time.monotonic() - start)
     report.problems = submission.problems + verification.problems
     if extra:
         report.problems.append("extra files ignored: " + ", ".join(extra[:5])
@@ -145,19 +156,10 @@ def _students(options: Options, coursedir) -> list[str]:
 
 def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]:
     """Grade every student: the reports, the problems of the run as a whole, the assignment."""
-    path_before = os.environ.get("PATH")
-    os.environ["PATH"] = nbglue.executable_path()  # nbgrader's gradebook runs `alembic`
-    try:
-        return _grade(options)
-    finally:  # the caller's PATH back, as it was
-        if path_before is None:
-            del os.environ["PATH"]
-        else:
-            os.environ["PATH"] = path_before
-
-
-def _grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]:
     global _CONTEXT
+    # os.environ (PATH included) is never changed here: the nbgrader subprocesses get the
+    # environment's bin folder on their own PATH (nbglue.executable_path), for `alembic`
+    jail = check(options.trusted_cohort)
     coursedir = nbglue.course(options.course_dir)
     source = nbglue.folder(coursedir, "source", options.assignment)
     if not source.is_dir():
@@ -169,38 +171,38 @@ def _grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment
     students = _students(options, coursedir)
     assignment = load_assignment(notebooks[0])
     _preload(assignment)
-    gradebook_path = Path(coursedir.root) / "gradebook.db"
     with tempfile.TemporaryDirectory(prefix="mini-llm-grade-") as scratch:
-        release = nbglue.register_assignment(coursedir, options.assignment, Path(scratch))
+        scratch = Path(scratch)
+        release = nbglue.register_assignment(coursedir, options.assignment, scratch)
         released_nb = nbformat.read(release / notebooks[0].name, as_version=4)
         released = {c.metadata["nbgrader"]["grade_id"]: c.source for c in released_nb.cells
                     if c.metadata.get("nbgrader", {}).get("grade_id")}
-        release_files = [Path(scratch) / "data" / p.name for p in release.iterdir()
-                         if p.is_file() and p.suffix != ".ipynb"]
-        (Path(scratch) / "data").mkdir()
+        (scratch / "data").mkdir()
         for path in release.iterdir():
             if path.is_file() and path.suffix != ".ipynb":
-                shutil.copy(path, Path(scratch) / "data")
-        roots = [source, nbglue.folder(coursedir, "release", options.assignment)]
-        roots += [nbglue.folder(coursedir, kind, s, options.assignment)
-                  for kind in ("submitted", "autograded", "feedback") for s in students]
-        snapshot = integrity.Snapshot.take(roots, [gradebook_path])
-        _CONTEXT = _Context(options, coursedir, assignment, snapshot,
-                            snapshot.files[gradebook_path], released, release_files)
-        unverifiable = _unverifiable_cells(assignment, options, Path(scratch))
-        reports, failures = _run_pool(students, options.workers)
-        reports = _regrade_the_killed(reports)
+                shutil.copy(path, scratch / "data")
+        release_files = sorted((scratch / "data").iterdir())
+        unverifiable = _unverifiable_cells(assignment, options, scratch, release_files, jail)
+        if unverifiable:  # nbgrader's in-kernel run is the only score these cells can have
+            options = dataclasses.replace(options, in_kernel=True)
+        clean = (nbglue.clean_gradebook(coursedir, options.assignment, scratch)
+                 if options.in_kernel else None)
+        _CONTEXT = _Context(options, coursedir, assignment, jail, clean, released,
+                            release_files)
+        reports, run_problems = _run_pool(students, options.workers)
     for report in reports:
         _settle(report, unverifiable)
-    run_problems = failures + _undo_changes(snapshot, reports)
     if unverifiable:
         run_problems.append(
             "the trusted replay cannot check " + ", ".join(sorted(unverifiable)) + " (the "
             "reference solution fails them there, e.g. objects passed between test and answer): "
-            "nbgrader's in-kernel result is used for them and flagged for manual review")
+            "nbgrader's in-kernel result (run for this reason) is used for them and flagged for "
+            "manual review")
+    if not jail.enabled:
+        run_problems.append("graded WITHOUT the OS sandbox (--trusted-cohort): student code "
+                            "could read and write what the grader can")
     for report in reports:
-        _write_results(coursedir, assignment, notebooks[0], report, snapshot, released,
-                       unverifiable)
+        _write_results(coursedir, assignment, notebooks[0], report, released, unverifiable)
     _write_report(Path(coursedir.root) / f"grading-{options.assignment}.json", reports,
                   run_problems)
     csv_path = Path(coursedir.root) / f"grades-{options.assignment}.csv"
@@ -218,14 +220,16 @@ def _run_pool(students: list[str], workers: int) -> tuple[list[StudentReport], l
         futures = {pool.submit(_grade_one, s): s for s in students}
         for future in as_completed(futures):
             try:
-                reports.append(future.result())
-            except Exception as err:  # noqa: BLE001 - one student's failure must not stop 200
-                failures.append(f"{futures[future]} {NOT_GRADED}: {type(err).__name__}: {err}")
+                outcome = future.result()
+            except Exception as err:  # noqa: BLE001 - e.g. a worker process that died
+                outcome = f"{futures[future]} {NOT_GRADED}: {type(err).__name__}: {err}"
+            (reports if isinstance(outcome, StudentReport) else failures).append(outcome)
             bar.update()
     return sorted(reports, key=lambda r: r.student), failures
 
 
-def _unverifiable_cells(assignment: Assignment, options: Options, scratch: Path) -> set[str]:
+def _unverifiable_cells(assignment: Assignment, options: Options, scratch: Path,
+                        files: list[Path], jail: Jail) -> set[str]:
     """Test cells the trusted replay cannot judge: those the reference solution fails there.
 
     This is a property of the assignment, decided before any submission is seen, so a
@@ -236,7 +240,8 @@ def _unverifiable_cells(assignment: Assignment, options: Options, scratch: Path)
     slack = 4  # trusted code: a busy machine must not make a slow reference look unverifiable
     limit = limits.Limits(memory_mb=options.memory_mb, cpu_s=int(options.timeout_s) * slack)
     outcome = verify(assignment, reference, scratch / "reference", limit,
-                     options.timeout_s * slack, options.cell_timeout_s * slack, [])
+                     options.timeout_s * slack, options.cell_timeout_s * slack,
+                     files, jail)
     return {c.grade_id for c in outcome.cells if c.kind == "test" and not c.passed}
 
 
@@ -262,37 +267,11 @@ def _settle(report: StudentReport, unverifiable: set[str]) -> None:
         report.problems.append(
             f"the in-kernel run claimed {in_kernel.auto_score:g} points but the trusted check "
             f"gives {trusted:g}: the notebook's own tests were fooled")
-
-
-def _regrade_the_killed(reports: list[StudentReport]) -> list[StudentReport]:
-    """Grade again, alone, each student whose sandbox was killed by a signal the grader did
-    not send: another submission running at the same time may have done it."""
-    killed = [r.student for r in reports if r.verification.killed_from_outside]
-    if not killed:
-        return reports
-    again, failures = _run_pool(killed, workers=1)
-    redone = {r.student: r for r in again}
-    for report in again:
-        report.problems.append("its grading process was killed from outside; graded again alone")
-    for line in failures:  # keep the first result rather than lose the student
-        tqdm.write(f"regrading failed: {line}")
-    return [redone.get(r.student, r) for r in reports]
-
-
-def _undo_changes(snapshot: integrity.Snapshot, reports: list[StudentReport]) -> list[str]:
-    found = integrity.changes(snapshot)
-    integrity.restore(snapshot, found)
-    windows = {r.student: r.window for r in reports}
-    problems = []
-    for change in found:
-        who = integrity.suspects(change, windows)
-        problems.append(f"{change.path} was {change.what} by student code during grading and "
-                        f"has been restored (code running then: {', '.join(who)})")
-        for report in reports:
-            if report.student in who:
-                report.problems.append(f"student code {change.what} {change.path.name} "
-                                       "(restored)")
-    return problems
+    elif in_kernel.scores and in_kernel.auto_score < trusted:
+        report.problems.append(
+            f"the trusted check gives {trusted:g} points but the in-kernel run only "
+            f"{in_kernel.auto_score:g}: the replay did not see what the notebook did "
+            "(review this student)")
 
 
 def _write_report(path: Path, reports: list[StudentReport], run_problems: list[str]) -> None:
@@ -307,13 +286,14 @@ def _write_report(path: Path, reports: list[StudentReport], run_problems: list[s
 
 
 def _write_results(coursedir, assignment: Assignment, source_notebook: Path,
-                   report: StudentReport, snapshot: integrity.Snapshot,
-                   released: dict[str, str], review: set[str]) -> None:
+                   report: StudentReport, released: dict[str, str], review: set[str]) -> None:
     submitted = nbglue.folder(coursedir, "submitted", report.student, assignment.name)
-    when = nbglue.timestamp(snapshot.files.get(submitted / "timestamp.txt"))
+    stamp = submitted / "timestamp.txt"
+    stamp = stamp if stamp.is_file() and not stamp.is_symlink() else None
+    when = nbglue.timestamp(stamp.read_bytes() if stamp else None)
     nbglue.record(coursedir, assignment, report.student, when, report.verification,
                   report.submission.answers, released, review)
-    source_nb = nbformat.reads(snapshot.files[source_notebook].decode(), as_version=4)
+    source_nb = nbformat.read(source_notebook, as_version=4)
     graded = feedback.graded_notebook(source_nb, assignment, report.submission.answers,
                                       report.verification, report.problems)
     target = nbglue.folder(coursedir, "autograded", report.student, assignment.name)
@@ -321,5 +301,5 @@ def _write_results(coursedir, assignment: Assignment, source_notebook: Path,
         shutil.rmtree(target)
     target.mkdir(parents=True)
     nbformat.write(graded, target / source_notebook.name)
-    if submitted / "timestamp.txt" in snapshot.files:
-        (target / "timestamp.txt").write_bytes(snapshot.files[submitted / "timestamp.txt"])
+    if stamp:
+        shutil.copy(stamp, target / "timestamp.txt")

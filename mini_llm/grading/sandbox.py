@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import sys
 from typing import Any
 
@@ -69,6 +70,13 @@ class Server:
         self.shell = InteractiveShell.instance(config=config)
         self.handles: dict[int, Any] = {}
         self.output = CappedText()
+        self.busy = False
+
+    def _interrupt(self, signum: int, frame: Any) -> None:
+        """SIGINT stops the learner's code, never the server between requests (an interrupt
+        sent just as a reply left must not end the process)."""
+        if self.busy:
+            raise KeyboardInterrupt
 
     # a value that is not plain data stays here and crosses as a handle
     def _ref(self, value: Any) -> dict:
@@ -110,10 +118,21 @@ class Server:
         args = wire.decode(request["args"], self._resolve)
         kwargs = wire.decode(request["kwargs"], self._resolve)
         result = target(*args, **kwargs)
-        # a random generator passed in has moved on; the caller's copy must move on with it
-        moved = {str(i): wire.encode(a) for i, a in enumerate(args) if _is_generator(a)}
-        moved.update({k: wire.encode(a) for k, a in kwargs.items() if _is_generator(a)})
-        return {"value": wire.encode(result, self._ref), "generators": moved}
+        # what the call did to its arguments (filled a list, normalised an array in place,
+        # moved a random generator on) must be seen by the caller, as in a notebook: each
+        # argument whose encoding is no longer the one that arrived goes back
+        arrived = dict(enumerate(request["args"])) if isinstance(request["args"], list) else {}
+        pairs = request["kwargs"].get("$dict", []) if isinstance(request["kwargs"], dict) else []
+        arrived.update((k, v) for k, v in pairs if isinstance(k, str))
+        now = {str(i): a for i, a in enumerate(args)}
+        now.update(kwargs)
+        changed = {}
+        for key, value in now.items():
+            if not isinstance(value, (type(None), bool, int, float, str)):
+                encoded = wire.encode(value, self._ref)
+                if encoded != arrived.get(int(key) if key.isdigit() else key):
+                    changed[key] = encoded
+        return {"value": wire.encode(result, self._ref), "arguments": changed}
 
     def handle(self, request: dict) -> dict:
         operation = {"cell": self.run_cell, "get": self.get, "getattr": self.getattr,
@@ -122,15 +141,18 @@ class Server:
             return {"failure": f"unknown request {request.get('op')!r}"}
         sys.stdout = sys.stderr = self.output
         try:
+            self.busy = True
             reply = operation(request)
         except BaseException as err:  # noqa: BLE001 - the learner's error is the answer
             reply = {"raised": _describe_error(err)}
         finally:
+            self.busy = False
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         reply["output"] = self.output.take()
         return reply
 
     def serve(self, requests: int, replies: int) -> None:
+        signal.signal(signal.SIGINT, self._interrupt)
         while True:
             try:
                 request = wire.receive(requests)
@@ -141,15 +163,6 @@ class Server:
                 wire.send(replies, reply)
             except (TypeError, ValueError) as err:
                 wire.send(replies, {"failure": f"the reply could not be sent: {err}"})
-
-
-def _is_generator(value: Any) -> bool:
-    """A NumPy or torch random generator: it crosses by value, so its new state is sent back."""
-    import numpy as np
-
-    torch = sys.modules.get("torch")
-    return isinstance(value, np.random.Generator) or (
-        torch is not None and isinstance(value, torch.Generator))
 
 
 def main() -> None:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import importlib
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -30,10 +30,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 from mini_llm.grading import limits, wire
+from mini_llm.grading.jail import Jail
 from mini_llm.grading.notebook import Assignment, Cell, Submission
 from mini_llm.grading.sandbox import TRUNCATED, CappedText
+
+WALL_FACTOR = 4
+"""A cell is interrupted when the student's process has used ``cell_timeout_s`` of CPU time,
+or when WALL_FACTOR times that has passed on the clock (a cell that sleeps or waits): CPU
+time, because on a busy machine a correct cell's wall time grows with everyone else's load."""
 
 INTERRUPT_GRACE_S = 10.0
 """Seconds an interrupted cell gets to report its KeyboardInterrupt. Generous on purpose: on a
@@ -41,14 +48,45 @@ loaded machine a fresh process formatting its first traceback can take seconds, 
 that answers late is killed and loses every later test."""
 
 
-def _move_on(mine: Any, theirs: Any) -> None:
-    """Give the caller's random generator the state its copy reached in the student's process."""
-    import torch
-
+def carry_back(mine: Any, theirs: Any) -> Any:
+    """Make the caller's argument ``mine`` equal to its copy ``theirs`` after the student's
+    call changed it, in place, keeping the identity of ``mine`` and of what it holds. Returns
+    the value to put where ``mine`` was (``mine`` itself unless it cannot change in place)."""
+    torch = sys.modules.get("torch")  # no torch object exists here unless the tests imported it
+    if isinstance(mine, np.ndarray) and isinstance(theirs, np.ndarray):
+        if mine.shape == theirs.shape and mine.flags.writeable:
+            with contextlib.suppress(TypeError, ValueError):
+                mine[...] = theirs
+        return mine
+    if torch is not None and isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor):
+        if mine.shape == theirs.shape:
+            with torch.no_grad(), contextlib.suppress(RuntimeError, TypeError):
+                mine.copy_(theirs.to(mine.dtype))
+        return mine
     if isinstance(mine, np.random.Generator) and isinstance(theirs, np.random.Generator):
         mine.bit_generator.state = theirs.bit_generator.state
-    elif isinstance(mine, torch.Generator) and isinstance(theirs, torch.Generator):
+        return mine
+    if torch is not None and isinstance(mine, torch.Generator) and isinstance(theirs, torch.Generator):
         mine.set_state(theirs.get_state())
+        return mine
+    if isinstance(mine, list) and isinstance(theirs, list):
+        kept = [carry_back(a, b) for a, b in zip(mine, theirs)]
+        mine[:] = kept + theirs[len(kept):]
+        return mine
+    if isinstance(mine, tuple) and isinstance(theirs, tuple) and len(mine) == len(theirs):
+        for a, b in zip(mine, theirs):
+            carry_back(a, b)
+        return mine
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        kept = {k: carry_back(mine[k], v) if k in mine else v for k, v in theirs.items()}
+        mine.clear()
+        mine.update(kept)
+        return mine
+    if isinstance(mine, set) and isinstance(theirs, set):
+        mine.clear()
+        mine.update(theirs)
+        return mine
+    return theirs
 
 
 class StudentError(Exception):
@@ -87,7 +125,6 @@ class CellResult:
 class Verification:
     cells: list[CellResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    killed_from_outside: bool = False  # the sandbox got a kill signal that was not ours
 
     @property
     def auto_score(self) -> float:
@@ -96,37 +133,71 @@ class Verification:
 
 # --------------------------------------------------------------------------- the sandbox
 class SandboxClient:
-    """Starts the sandbox process and exchanges requests with it under deadlines."""
+    """Starts the sandbox process (inside the OS sandbox of :mod:`.jail`) and exchanges
+    requests with it under deadlines."""
 
-    def __init__(self, workdir: Path, limit: limits.Limits, files: list[Path]):
-        self.home = str(workdir / "home")
-        os.makedirs(self.home, mode=0o700)
-        for path in files:  # the data files that come with the assignment
-            shutil.copy(path, self.home)
+    def __init__(self, workdir: Path, limit: limits.Limits, files: list[Path], jail: Jail):
         self.limit = limit
         request_read, self.requests = os.pipe()
         self.replies, reply_write = os.pipe()
-        command = [sys.executable, "-I", "-m", "mini_llm.grading.sandbox",
-                   str(request_read), str(reply_write)]
+        start = (f"import sys; sys.path.insert(0, {jail.package_path()!r}); "
+                 "from mini_llm.grading.sandbox import main; main()")
+        home = jail.home(workdir / "home")
+        command = jail.wrap([*jail.python(), "-c", start, str(request_read), str(reply_write)],
+                            files={p.name: p for p in files})
+        if not jail.enabled:  # trusted cohort: limits only, a private folder on the grader's disk
+            for path in files:
+                shutil.copy(path, home)
         self.process = subprocess.Popen(
-            command, cwd=self.home, env=limits.student_environment(self.home),
+            command, cwd=None if jail.enabled else home, env=limits.student_environment(home),
             pass_fds=(request_read, reply_write), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=limit.preexec)  # noqa: PLW1509 - grading workers are single-threaded
         os.close(request_read)
         os.close(reply_write)
         self.death: str | None = None
-        self.killed_from_outside = False
+        self.jailed = jail.enabled
+        self._interpreter: int | None = None
+        self._process: psutil.Process | None = None
 
-    def request(self, message: dict, deadline: float) -> dict:
+    def interpreter_pid(self) -> int:
+        """The host pid of the Python process that runs the cells (inside bwrap's namespace),
+        found before any student code has run: the first process there that is not bwrap."""
+        if self._interpreter is None:
+            self._interpreter = self.process.pid
+            end = time.monotonic() + 10
+            while self.jailed and time.monotonic() < end:
+                with contextlib.suppress(psutil.Error):
+                    inner = [p for p in psutil.Process(self.process.pid).children(recursive=True)
+                             if p.name() != "bwrap"]
+                    if inner:
+                        self._interpreter = inner[0].pid
+                        break
+                time.sleep(0.005)
+        return self._interpreter
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the process that runs the cells (and its waited children)."""
+        try:
+            if self._process is None:
+                self._process = psutil.Process(self.interpreter_pid())
+            used = self._process.cpu_times()
+        except psutil.Error:
+            return 0.0
+        return used.user + used.system + used.children_user + used.children_system
+
+    def request(self, message: dict, budget: Budget) -> dict:
         """Send one request; the reply, or ``TimeLimitExceeded``/``SandboxDied``."""
         if self.death:
             raise SandboxDied(self.death)
+        interpreter = self.interpreter_pid()
         try:
             wire.send(self.requests, message)
-            return self._reply(deadline)
+            self._wait(budget)
+            return self._reply(budget.wall_deadline)
         except TimeoutError:
-            os.kill(self.process.pid, signal.SIGINT)  # like Jupyter's interrupt
+            with contextlib.suppress(OSError):  # like Jupyter's interrupt
+                os.kill(interpreter, signal.SIGINT)
             try:
                 reply = self._reply(time.monotonic() + INTERRUPT_GRACE_S)
             except (TimeoutError, EOFError, OSError, wire.WireError):
@@ -140,10 +211,25 @@ class SandboxClient:
                 code = self.process.wait(timeout=0 if isinstance(err, wire.WireError) else 5)
             except subprocess.TimeoutExpired:
                 code = None
-            self.killed_from_outside = code in (-signal.SIGKILL, -signal.SIGTERM)
+            if self.jailed and code is not None and code > 128:  # bwrap: 128 + the signal
+                code = 128 - code
             self.close(f"died ({limits.signal_name(code)})" if code is not None
                        else f"broke the protocol: {err}")
             raise SandboxDied(self.death) from None
+
+    def _wait(self, budget: Budget) -> None:
+        """Until a reply starts to arrive; ``TimeoutError`` when the cell's budget is spent.
+        CPU time is looked up only when a wait runs out (CPU time never outruns the clock)."""
+        while True:
+            now = time.monotonic()
+            left = budget.cpu_s - budget.spent
+            if left <= 0 or now >= budget.wall_deadline:
+                raise TimeoutError("the cell's time is up")
+            ready, _, _ = select.select([self.replies], [], [],
+                                        min(left, budget.wall_deadline - now))
+            if ready:
+                return
+            budget.spent = self.cpu_seconds() - budget.cpu_start
 
     def _reply(self, deadline: float) -> dict:
         reply = wire.receive(self.replies, deadline)
@@ -181,18 +267,14 @@ class Remote:
 
 
 def rebuild_exception(raised: Any) -> Exception:
-    """The student's exception as a trusted one of the same type (for ``expect_raises``)."""
+    """The student's exception as a trusted one (for ``expect_raises``): the first built-in
+    exception type in its ancestry, by name. Nothing the submission names is ever imported."""
     types = raised.get("types") if isinstance(raised, dict) else None
     message = str(raised.get("message", ""))[:2000] if isinstance(raised, dict) else ""
     types = [t for t in types if isinstance(t, str)] if isinstance(types, list) else []
     for qualified in types:
         module, _, name = qualified.rpartition(".")
-        cls = None
-        if module == "builtins":
-            cls = getattr(builtins, name, None)
-        elif re.fullmatch(r"mini_llm(\.\w+)+", module):
-            with contextlib.suppress(ImportError):
-                cls = getattr(importlib.import_module(module), name, None)
+        cls = getattr(builtins, name, None) if module == "builtins" else None
         if isinstance(cls, type) and issubclass(cls, Exception):
             with contextlib.suppress(TypeError):
                 return cls(message)
@@ -215,28 +297,40 @@ def _trusted_code(source: str) -> str:
     return TransformerManager().transform_cell(source)
 
 
+@dataclass
+class Budget:
+    """The time a cell may still take: CPU seconds of the student's process since
+    ``cpu_start``, and a wall-clock deadline (monotonic)."""
+
+    cpu_start: float
+    cpu_s: float
+    wall_deadline: float
+    spent: float = 0.0  # CPU seconds used since cpu_start, as last looked up
+
+
 class Replay:
     """One replay of a notebook: the sandbox, the trusted namespace, the deadlines."""
 
     def __init__(self, assignment: Assignment, workdir: Path, limit: limits.Limits,
-                 timeout_s: float, cell_timeout_s: float, files: list[Path]):
+                 timeout_s: float, cell_timeout_s: float, files: list[Path], jail: Jail):
         self.assignment = assignment
-        self.sandbox = SandboxClient(workdir, limit, files)
+        self.sandbox = SandboxClient(workdir, limit, files, jail)
         self.namespace: dict[str, Any] = {"__name__": "__main__", "get_ipython": _NoMagics}
         self.notebook_deadline = time.monotonic() + timeout_s
         self.timeout_s, self.cell_timeout_s = timeout_s, cell_timeout_s
-        self.cell_deadline = self.notebook_deadline
+        self.budget = Budget(0.0, cell_timeout_s, self.notebook_deadline)
         self.kinds: dict[str, str] = {}
 
     # -- talking to the sandbox
     def start_cell(self) -> None:
-        self.cell_deadline = min(self.notebook_deadline, time.monotonic() + self.cell_timeout_s)
+        wall = min(self.notebook_deadline, time.monotonic() + WALL_FACTOR * self.cell_timeout_s)
+        self.budget = Budget(self.sandbox.cpu_seconds(), self.cell_timeout_s, wall)
 
     def _send(self, message: dict) -> dict:
         if time.monotonic() >= self.notebook_deadline:
             self.sandbox.close(f"was stopped: the notebook's time limit ({self.timeout_s:g} s) "
                                "was used up")
-        return self.sandbox.request(message, self.cell_deadline)
+        return self.sandbox.request(message, self.budget)
 
     def _encode(self, value: Any) -> Any:
         def ref(obj: Any) -> dict:
@@ -263,11 +357,11 @@ class Replay:
         reply = self._send({"op": "call", "target": target._token, "args": self._encode(list(args)),
                             "kwargs": self._encode(dict(kwargs))})
         value = self._answer(reply, target.__name__)
-        moved = reply.get("generators")
-        for key, state in (moved.items() if isinstance(moved, dict) else ()):
+        changed = reply.get("arguments")
+        for key, state in (changed.items() if isinstance(changed, dict) else ()):
             mine = args[int(key)] if key.isdigit() and int(key) < len(args) else kwargs.get(key)
             with contextlib.suppress(wire.WireError, TypeError, ValueError, RuntimeError):
-                _move_on(mine, wire.decode(state))
+                carry_back(mine, self._decode(state, target.__name__))
         return value
 
     def remote_value(self, message: dict, label: str) -> Any:
@@ -359,10 +453,11 @@ def run_test(replay: Replay, cell: Cell) -> CellResult:
 
 
 def verify(assignment: Assignment, submission: Submission, workdir: Path, limit: limits.Limits,
-           timeout_s: float, cell_timeout_s: float, files: list[Path]) -> Verification:
+           timeout_s: float, cell_timeout_s: float, files: list[Path], jail: Jail
+           ) -> Verification:
     """Replay the notebook with the learner's answers; the trusted score of each cell."""
     outcome = Verification()
-    replay = Replay(assignment, workdir, limit, timeout_s, cell_timeout_s, files)
+    replay = Replay(assignment, workdir, limit, timeout_s, cell_timeout_s, files, jail)
     try:
         for cell in assignment.cells:
             if cell.kind == "setup":
@@ -375,7 +470,6 @@ def verify(assignment: Assignment, submission: Submission, workdir: Path, limit:
                 outcome.cells.append(CellResult(cell.grade_id, "manual", 0.0, cell.points))
     finally:
         replay.sandbox.close()
-    outcome.killed_from_outside = replay.sandbox.killed_from_outside
     return outcome
 
 

@@ -117,13 +117,27 @@ def _as_ref(value: Any, ref: Callable[[Any], dict] | None) -> dict:
 
 
 # ------------------------------------------------------------------------------- decoding
+_CACHE_LIMIT = 1 << 20  # arrays up to 1 MB of text are remembered
+_recent_arrays: dict[str, np.ndarray] = {}
+
+
 def _load_array(text: Any) -> np.ndarray:
+    """A fresh array from its ``.npy`` text. The same argument often arrives thousands of times
+    (one call per sample): a small cache skips re-parsing it, and each caller gets a copy."""
     if not isinstance(text, str):
         raise WireError("an array must be base64 text")
+    known = _recent_arrays.get(text)
+    if known is not None:
+        return known.copy()
     try:
-        return np.load(io.BytesIO(base64.b64decode(text, validate=True)), allow_pickle=False)
+        array = np.load(io.BytesIO(base64.b64decode(text, validate=True)), allow_pickle=False)
     except ValueError as err:
         raise WireError(f"not a plain .npy array: {err}") from err
+    if len(text) <= _CACHE_LIMIT:
+        if len(_recent_arrays) >= 32:
+            _recent_arrays.pop(next(iter(_recent_arrays)))
+        _recent_arrays[text] = array.copy()
+    return array
 
 
 def _generator(state: Any) -> np.random.Generator:

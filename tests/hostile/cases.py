@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,33 +240,39 @@ def patch_libraries(kit: Kit, student: str) -> Expect:
 
 
 def writes_course_files(kit: Kit, student: str) -> Expect:
-    """Overwrites the gradebook, another student's submission and the solutions."""
+    """Overwrites the gradebook, another student's submission and the solutions: the sandbox
+    has no view of the course, so the first write fails."""
     targets = [kit.course / "gradebook.db",
                kit.course / "submitted" / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
                kit.course / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"]
     code = "".join(f"open({str(t)!r}, 'wb').write(b'pwned')\n" for t in targets)
     kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
-    return Expect(kit.total, "restored")
+    return Expect(kit.total, "FileNotFoundError")
 
 
 def kills_other_students(kit: Kit, student: str) -> Expect:
-    """After a correct answer, SIGKILLs every other grading sandbox it can see, until stopped.
+    """After a correct answer, SIGKILLs every other grading sandbox it can see, for 5 s.
 
-    Whoever was being graded at the same time must still get an honest score (the grader
-    grades them again alone); this student's own cell is interrupted at its time limit."""
+    Its PID namespace shows no other sandbox (only bubblewrap's init, whose command line names
+    the sandbox and which the kernel protects from its own namespace), so it kills nothing (it
+    would say so) and whoever was graded at the same time is unharmed."""
     code = ("import os, signal, time\n"
-            "_end = time.time() + 60\n"
+            "_end, _killed = time.time() + 5, set()\n"
             "while time.time() < _end:\n"
             "    for _pid in filter(str.isdigit, os.listdir('/proc')):\n"
             "        try:\n"
             "            _cmd = open(f'/proc/{_pid}/cmdline', 'rb').read()\n"
             "            if b'mini_llm.grading.sandbox' in _cmd and int(_pid) != os.getpid():\n"
             "                os.kill(int(_pid), signal.SIGKILL)\n"
+            "                _killed.add(_pid)\n"
             "        except OSError:\n"
             "            pass\n"
-            "    time.sleep(0.1)\n")
+            "    time.sleep(0.1)\n"
+            "_killed = [p for p in _killed if not os.path.exists(f'/proc/{p}')]  # died of it\n"
+            "if _killed:\n"
+            "    raise RuntimeError(f'killed {len(_killed)} other sandboxes')\n")
     kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
-    return Expect(kit.total, "ran past its time limit")
+    return Expect(kit.total, "-")
 
 
 def not_json(kit: Kit, student: str) -> Expect:
@@ -351,3 +358,112 @@ def hidden_failure(kit: Kit, student: str) -> Expect:
 
 
 CASES.append(hidden_failure)
+
+
+# -------------------------------------------------- attacks on the grader itself (issue 17)
+GRADER_MODULE = "mini_llm.grading.__main__"  # importing it runs the grader's CLI: sys.exit
+DAEMON_MARKER = "hostile-daemon-outlives-the-run"
+
+
+def exception_names_grader_module(kit: Kit, student: str) -> Expect:
+    """The first function raises an exception whose class claims to live in a grader module:
+    rebuilding it by importing that module used to stop the whole run."""
+    first = kit.answers[0]
+    name = kit.function_of(first)
+    code = (f"class Boom(ValueError):\n    pass\nBoom.__module__ = {GRADER_MODULE!r}\n"
+            f"def {name}(*args, **kwargs):\n    raise Boom('no counts today')\n")
+    kit.hand_in(student, _append(kit, kit.solved(), first, code))
+    return Expect(kit.total - kit.points_of(first), "failed: " + f"{name}_tests")
+
+
+def reads_the_solution(kit: Kit, student: str) -> Expect:
+    """A blank notebook whose last answer finds the reference solution on disk -- through
+    ``/proc/<ancestor>/cwd`` or the course's own path -- and runs every answer in it."""
+    relative = f"solutions/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+    code = ("import glob, json, os\n"
+            f"_paths = glob.glob('/proc/*/cwd/{relative}') + glob.glob('/proc/*/root/**/"
+            f"{relative}', recursive=True) + [{str(kit.course / relative)!r}]\n"
+            "_found = [p for p in _paths if os.path.exists(p)]\n"
+            "if not _found:\n    raise FileNotFoundError('no solution found')\n"
+            "for _cell in json.load(open(_found[0]))['cells']:\n"
+            "    if _cell['metadata'].get('nbgrader', {}).get('solution') and "
+            "_cell['cell_type'] == 'code':\n"
+            "        exec(''.join(_cell['source']))\n")
+    nb = copy.deepcopy(kit.release)
+    kit.cell(nb, kit.last).source = code
+    kit.hand_in(student, nb)
+    return Expect(0.0, "no solution found")
+
+
+def daemon_rewrites_gradebook(kit: Kit, student: str) -> Expect:
+    """Correct answers, plus a double-forked daemon that waits for the grader to finish and
+    then overwrites the gradebook (tagged, so the test can look for it after the run)."""
+    daemon = ("import time\n_end = time.time() + 240\n"
+              "while time.time() < _end:\n"
+              "    try:\n"
+              f"        open({str(kit.course / 'gradebook.db')!r}, 'wb').write(b'pwned')\n"
+              "    except OSError:\n"
+              "        pass\n"
+              "    time.sleep(1)\n")
+    code = ("import os, sys\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            f"        os.execv(sys.executable, [sys.executable, '-c', {daemon!r}, "
+            f"{DAEMON_MARKER!r}])\n"
+            "    os._exit(0)\n")
+    kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
+    return Expect(kit.total, "-")
+
+
+def plants_code_for_later_steps(kit: Kit, student: str) -> Expect:
+    """Plants a ``.pth`` file in the Python environment and appends to the course's
+    ``nbgrader_config.py``: code that would run in the grader's later feedback and export
+    steps (here it only prints, and only for this course's folder)."""
+    boost = (f"import sys; {str(kit.course)!r} in ' '.join(sys.argv) and "
+             "print('hostile code ran in a grader step')\n")
+    config = (str(kit.course / "nbgrader_config.py"), "\nc.Exchange.timezone = 'planted'\n", "a")
+    code = ("import sysconfig\n"
+            f"_pth = sysconfig.get_paths()['purelib'] + '/{planted_pth(kit).name}'\n"
+            "_errors = []\n"
+            f"for _path, _text, _mode in [(_pth, {boost!r}, 'w'), {config!r}]:\n"
+            "    try:\n"
+            "        open(_path, _mode).write(_text)\n"
+            "    except OSError as _err:\n"
+            "        _errors.append(f'{type(_err).__name__}: {_err}')\n"
+            "if _errors:\n"
+            "    raise OSError(' | '.join(_errors))\n")
+    kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
+    return Expect(kit.total, "Read-only file system")
+
+
+def planted_pth(kit: Kit) -> Path:
+    """Where plants_code_for_later_steps tries to put its ``.pth`` file."""
+    return Path(sysconfig.get_paths()["purelib"]).resolve() / f"zz_hostile_{kit.course.name}.pth"
+
+
+def script_in_written_answer(kit: Kit, student: str) -> Expect:
+    """The written (markdown) answer carries a script, an event handler and a javascript:
+    link, which nbgrader's feedback HTML used to render as live HTML."""
+    nb = kit.solved()
+    for grade_id in kit.written:
+        kit.cell(nb, grade_id).source = (
+            "Zero counts <script>window.HOSTILE_SCRIPT = 1</script> "
+            "<img src=x onerror=\"window.HOSTILE_ONERROR = 1\"> "
+            "[see here](javascript:window.HOSTILE_LINK=1)\n")
+    kit.hand_in(student, nb)
+    return Expect(kit.total, "-")
+
+
+CASES += [exception_names_grader_module, reads_the_solution, daemon_rewrites_gradebook,
+          plants_code_for_later_steps, script_in_written_answer]
+
+
+def symlinked_notebook(kit: Kit, student: str) -> Expect:
+    """The 'notebook' is a symbolic link to the reference solution in the course folder."""
+    link = kit.folder(student) / f"{ASSIGNMENT}.ipynb"
+    link.symlink_to(kit.course / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    return Expect(0.0, "is a symbolic link")
+
+
+CASES.append(symlinked_notebook)
