@@ -4,8 +4,10 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -166,6 +168,26 @@ def test_prompt_character_outside_the_vocabulary(trained_run):
     assert done.returncode == 2
     assert "character '\u263a' (U+263A) is not in the tokenizer's vocabulary" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_real_ctrl_c_keeps_the_checkpoint_and_says_how_to_resume(trained_run):
+    """SIGINT, as the terminal sends it, once the first checkpoint is on disk."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mini_llm.cli", "train", "--data", "data", "--out", "signal",
+         "--device", "cpu", "--threads", "1", "max_iters=100000", *TINY],
+        cwd=trained_run, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=os.environ | ONEDNN)
+    checkpoint = trained_run / "signal" / "ckpt.pt"
+    deadline = time.monotonic() + 240
+    while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    kept = load_checkpoint(checkpoint)["step"]
+    assert process.returncode == 130, err
+    assert f"signal/ckpt.pt holds step {kept} of 100000; resume with" in err
+    assert err.rstrip().endswith("train --out signal --resume --device cpu --threads 1")
+    assert "Traceback" not in err
 
 
 def test_missing_and_unreadable_checkpoints_say_why(trained_run, tmp_path, capsys):
