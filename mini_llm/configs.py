@@ -117,9 +117,11 @@ def resolve(name: str, overrides: list[str] | None = None, base: dict | None = N
 
 
 def settings_of(run: RunConfig) -> dict:
-    """The flat ``key: value`` settings of ``run``, every valid key once."""
+    """The flat ``key: value`` settings of ``run``, every valid key once (defaults included)."""
+    model = {k: v for k, v in asdict(GPTConfig(vocab_size=1, **run.model)).items()
+             if k in _MODEL_KEYS}
     train = {k: v for k, v in asdict(run.train).items() if k in _TRAIN_KEYS}
-    return {**run.model, **train, **run.data}
+    return {**model, **train, **run.data}
 
 
 def saved_settings(checkpoint: dict) -> dict:

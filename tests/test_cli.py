@@ -80,8 +80,11 @@ def test_resume_keeps_the_runs_own_settings_and_schedule_or_says_why_not(
     assert main(["train", "--out", "run", "--device", "cpu", "--resume", "max_iters=25"]) == 2
     captured = capsys.readouterr()
     assert "resuming shakespeare-char-cpu at step 20 of 20" in captured.out
-    for own in ("max_iters 2000 -> 20", "n_embd 128 -> 64", "block_size 64 -> 32"):
-        assert own in captured.out  # the run's own overrides, remembered
+    own = captured.out.split("the run's own settings (")[1].split(");")[0].split(", ")
+    assert set(own) == {f"{key} {before} -> {after}" for key, before, after in (
+        ("max_iters", 2000, 20), ("n_layer", 4, 1), ("n_head", 4, 2), ("n_embd", 128, 64),
+        ("block_size", 64, 32), ("batch_size", 12, 8), ("eval_interval", 250, 10),
+        ("eval_iters", 20, 2), ("warmup_iters", 100, 2), ("progress", True, False))}
     assert "changed by this command: max_iters 20 -> 25" in captured.out
     refused = captured.err
     assert "resume refused" in refused and "max_iters 20 -> 25" in refused
