@@ -193,7 +193,8 @@ def prepared_data(args, run: configs.RunConfig, checkpoint: dict | None) -> tupl
         if not (data_dir / "meta.json").exists():
             if "RANK" in os.environ:  # several processes must not write the same files at once
                 raise ValueError(f"no prepared data in {data_dir}; under torchrun run "
-                                 f"`mini-llm prepare --corpus {run.data['corpus']}` first")
+                                 f"`mini-llm prepare --corpus {run.data['corpus']} "
+                                 f"--val-fraction {run.data['val_fraction']}` first")
             print(f"preparing {run.data['corpus']} into {data_dir} (once)")
             prepare(load_text(run.data["corpus"]), data_dir, run.data["val_fraction"],
                     corpus=run.data["corpus"])
