@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import random
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch
+
+ZIP_SIGNATURE = b"PK\x03\x04"  # the first bytes of every file torch.save writes
 
 
 class CheckpointError(RuntimeError):
@@ -46,18 +49,41 @@ def _fsync_folder(folder: Path) -> None:
 def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
     """The dict saved by :func:`save_checkpoint`, or a :class:`CheckpointError` saying why not."""
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a folder, not a checkpoint file (e.g. {path}/ckpt.pt)")
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}; train a model first (mini-llm train)")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises several types for a cut or corrupted zip archive
         raise CheckpointError(
-            f"checkpoint {path} is damaged or truncated and cannot be read ({err}); "
-            "delete it and train again, or use an earlier copy"
+            f"checkpoint {path} cannot be read: {why_unreadable(path, err)}. "
+            "Delete it and train again, or use an earlier copy"
         ) from err
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path} is not a mini_llm checkpoint (it has no 'model' entry)")
     return state
+
+
+def why_unreadable(path: Path, err: Exception) -> str:
+    """A reason a person can act on, where ``torch.load``'s own is often empty or a bare number
+    (an empty file raises ``EOFError()``, a text file ``KeyError(101)``)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as file:
+            start = file.read(4)
+    except OSError as os_error:
+        return f"the file cannot be opened ({os_error.strerror or os_error})"
+    if size == 0:
+        return "the file is empty (0 bytes)"
+    if start != ZIP_SIGNATURE:
+        return (f"it is not a file written by torch.save, which writes a zip archive starting "
+                f"with {ZIP_SIGNATURE!r}; this one starts with {start!r}")
+    if not zipfile.is_zipfile(path):
+        return (f"the zip archive has no end ({size:,} bytes): it was cut short, e.g. by a full "
+                "disk or an interrupted copy")
+    detail = str(err).split(". ")[0].strip()
+    return f"{type(err).__name__}: {detail}" if detail else type(err).__name__
 
 
 def rng_states() -> dict:

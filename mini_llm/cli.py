@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -21,8 +22,8 @@ import torch
 
 from mini_llm import configs, cpu_linear
 from mini_llm.checkpoint import CheckpointError, load_checkpoint
-from mini_llm.corpus import CorpusError, load_text
-from mini_llm.data import RandomBatches, load_meta, load_split, prepare
+from mini_llm.corpus import CORPORA, CorpusError, load_text
+from mini_llm.data import SPLITS, RandomBatches, load_meta, load_split, prepare
 from mini_llm.device import pick_device
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.grading import cli as grading_cli
@@ -32,73 +33,248 @@ from mini_llm.train import TrainingDivergedError, make_optimizer, train
 USER_ERRORS = (ValueError, FileNotFoundError, CheckpointError, CorpusError, TrainingDivergedError)
 
 
-def default_data_dir(corpus: str) -> Path:
-    return Path("data/prepared") / f"{corpus}-char"
+def default_data_dir(corpus: str, val_fraction: float = 0.1) -> Path:
+    """``data/prepared/<corpus>-char``, with ``-val<fraction>`` for another validation share."""
+    suffix = "" if val_fraction == 0.1 else f"-val{val_fraction:g}"
+    return Path("data/prepared") / f"{corpus}-char{suffix}"
+
+
+# ---------------------------------------------------------------------------------- threads
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for PyTorch (default: the CPUs not busy with other "
+                        "work, from the load average; at least 1)")
+
+
+def default_threads() -> tuple[int, str]:
+    """PyTorch's CPU threads, fewer where other work keeps CPUs busy, and why.
+
+    Idle threads of PyTorch's pool spin while they wait, so a thread that shares its CPU with
+    another process slows every step down: on a busy 2-core machine 100 steps of
+    shakespeare-char-cpu took several times longer with 2 threads than with 1 (README).
+    """
+    if "OMP_NUM_THREADS" in os.environ:
+        return torch.get_num_threads(), "OMP_NUM_THREADS"
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    free = max(1, min(torch.get_num_threads(), (cpus or 1) - round(load)))
+    return free, f"{cpus} CPUs, load average {load:.1f}"
+
+
+def chosen_threads(args) -> tuple[int, str]:
+    """``--threads``, or :func:`default_threads`, and why."""
+    if args.threads is None:
+        threads, why = default_threads()
+        return threads, f"{why}; --threads sets it"
+    if args.threads < 1:
+        raise ValueError(f"--threads must be at least 1, got {args.threads}")
+    return args.threads, "--threads"
 
 
 # ---------------------------------------------------------------------------------- prepare
 def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", default="shakespeare", help="corpus name")
+    parser.add_argument("--corpus", default="shakespeare", choices=sorted(CORPORA),
+                        help="corpus to encode: %(choices)s (default: %(default)s)")
     parser.add_argument("--out", type=Path,
                         help="output folder (default: data/prepared/<corpus>-char)")
     parser.add_argument("--val-fraction", type=float, default=0.1, help="share kept for validation")
 
 
 def run_prepare(args) -> None:
-    out = args.out or default_data_dir(args.corpus)
-    meta = prepare(load_text(args.corpus), out, val_fraction=args.val_fraction)
+    out = args.out or default_data_dir(args.corpus, args.val_fraction)
+    meta = prepare(load_text(args.corpus), out, val_fraction=args.val_fraction,
+                   corpus=args.corpus)
     print(f"wrote {out}: {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens, "
           f"vocabulary of {meta['vocab_size']} characters")
 
 
 # ------------------------------------------------------------------------------------ train
+DEFAULT_CONFIG = "shakespeare-char-cpu"
+RUN_FILES = ("ckpt.pt", "metrics.jsonl", "loss.png")  # what a run writes into --out
+
+
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="shakespeare-char-cpu", choices=sorted(configs.CONFIGS))
+    parser.add_argument("--config", choices=sorted(configs.CONFIGS),
+                        help=f"named config (default: {DEFAULT_CONFIG}; with --resume: the run's)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="override config keys, e.g. n_layer=2 max_iters=100")
-    parser.add_argument("--data", type=Path, help="prepared data folder (default: from the corpus)")
+                        help="override config keys, e.g. n_layer=2 max_iters=100; with --resume, "
+                        "on top of the run's own settings")
+    parser.add_argument("--data", type=Path, help="prepared data folder (default: from the corpus; "
+                        "with --resume: the run's)")
     parser.add_argument("--out", type=Path, help="run folder for checkpoint, metrics, plot "
                         "(default: runs/<config>)")
     parser.add_argument("--device", default="auto",
                         help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
-    parser.add_argument("--resume", action="store_true", help="continue from <out>/ckpt.pt")
+    add_threads_argument(parser)
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--resume", action="store_true",
+                       help="continue the run in --out as it was configured")
+    start.add_argument("--overwrite", action="store_true",
+                       help="start over in an --out that holds a run, deleting its "
+                       f"{', '.join(RUN_FILES)}")
     parser.add_argument("--new-schedule", action="store_true",
                         help="with --resume: accept a learning-rate schedule (learning_rate, "
                         "min_lr, warmup_iters, where the cosine ends) unlike the checkpoint's")
 
 
-def run_train(args) -> None:
-    run = configs.resolve(args.config, args.overrides)
-    data_dir = args.data or default_data_dir(run.data["corpus"])
-    if not (data_dir / "meta.json").exists() and args.data is None:
-        if "RANK" in os.environ:  # several processes must not write the same files at once
-            raise ValueError(f"no prepared data in {data_dir}; under torchrun run "
-                             f"`mini-llm prepare --corpus {run.data['corpus']}` first")
-        print(f"preparing {run.data['corpus']} into {data_dir} (once)")
-        prepare(load_text(run.data["corpus"]), data_dir, run.data["val_fraction"])
+def resume_command(args, out: Path) -> str:
+    """The shell command that continues the run in ``out`` (it remembers its own settings)."""
+    if "WORLD_SIZE" in os.environ:
+        launcher = f"torchrun --nproc_per_node {os.environ['WORLD_SIZE']} -m mini_llm.cli"
+    elif Path(sys.argv[0]).name == "mini-llm":
+        launcher = shlex.quote(sys.argv[0])
+    else:
+        launcher = f"{shlex.quote(sys.executable)} -m mini_llm.cli"
+    flags = ["--out", str(out), "--resume"]
+    if args.device != "auto":
+        flags += ["--device", args.device]
+    if args.threads is not None:
+        flags += ["--threads", str(args.threads)]
+    return f"{launcher} train {shlex.join(flags)}"
+
+
+def refuse_to_overwrite(args, out: Path) -> None:
+    """A new run must not replace another run's files unless ``--overwrite`` says so."""
+    found = [name for name in RUN_FILES if (out / name).exists()]
+    if not found:
+        return
+    if not args.overwrite:
+        raise ValueError(
+            f"{out} already holds a run ({', '.join(found)}); continue it with "
+            f"`{resume_command(args, out)}`, start over there with --overwrite, or train into "
+            "another folder with --out")
+    if int(os.environ.get("RANK", "0")) == 0:
+        for name in found:
+            (out / name).unlink(missing_ok=True)
+
+
+def continued_run(args, checkpoint: dict) -> configs.RunConfig:
+    """The run's own settings from its checkpoint, with this command's overrides on top; prints
+    what it continues and what this command changes."""
+    name = checkpoint.get("config_name", DEFAULT_CONFIG)
+    if args.config not in (None, name):
+        raise ValueError(f"the run in {args.out} was trained with --config {name}, not "
+                         f"{args.config}; drop --config to continue it, or start a new run with "
+                         "--out")
+    saved = configs.settings_of(configs.resolve(name, base=configs.saved_settings(checkpoint)))
+    run = configs.resolve(name, args.overrides, base=saved)
+    own = configs.differences(configs.settings_of(configs.resolve(name)), saved)
+    changed = configs.differences(saved, configs.settings_of(run))
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(f"resuming {name} at step {checkpoint['step']} of {saved['max_iters']}, with the "
+              f"run's own settings ({', '.join(own) or 'none beyond the config'}); "
+              f"changed by this command: {', '.join(changed) or 'nothing'}")
+    return run
+
+
+def check_data(data_dir: Path, meta: dict, data: dict, explicit: set[str]) -> None:
+    """The prepared data must be what the run's ``corpus`` and ``val_fraction`` ask for."""
+    corpus = meta.get("corpus")
+    if corpus is None and "corpus" in explicit:
+        raise ValueError(f"{data_dir} does not record its corpus, so corpus={data['corpus']} "
+                         "cannot be checked; prepare it again with mini-llm prepare")
+    if corpus is not None and corpus != data["corpus"]:
+        raise ValueError(f"{data_dir} holds the corpus {corpus!r}, not {data['corpus']!r}; "
+                         f"pass corpus={corpus} or another --data")
+    total = meta["train_tokens"] + meta["val_tokens"]
+    if int(total * (1 - data["val_fraction"])) != meta["train_tokens"]:
+        raise ValueError(
+            f"{data_dir} keeps {meta['val_tokens'] / total:.3g} of its tokens for validation, "
+            f"not val_fraction={data['val_fraction']}; prepare it again (mini-llm prepare "
+            f"--val-fraction {data['val_fraction']} --out DIR) and pass --data DIR")
+
+
+def prepared_data(args, run: configs.RunConfig, checkpoint: dict | None) -> tuple[Path, dict]:
+    """The data folder of this run, prepared first where it is the default and missing."""
+    saved_dir = (checkpoint or {}).get("data_dir")
+    data_dir = args.data or (Path(saved_dir) if saved_dir else None)
+    if data_dir is None:
+        data_dir = default_data_dir(run.data["corpus"], run.data["val_fraction"])
+        if not (data_dir / "meta.json").exists():
+            if "RANK" in os.environ:  # several processes must not write the same files at once
+                raise ValueError(f"no prepared data in {data_dir}; under torchrun run "
+                                 f"`mini-llm prepare --corpus {run.data['corpus']} "
+                                 f"--val-fraction {run.data['val_fraction']}` first")
+            print(f"preparing {run.data['corpus']} into {data_dir} (once)")
+            prepare(load_text(run.data["corpus"]), data_dir, run.data["val_fraction"],
+                    corpus=run.data["corpus"])
     meta = load_meta(data_dir)
-    out = args.out or Path("runs") / run.name
-    train_config = replace(run.train, out_dir=str(out), device=args.device, resume=args.resume,
-                           new_schedule=args.new_schedule)
+    explicit = set(configs.parse_overrides(args.overrides))
+    check_data(data_dir, meta, run.data, explicit)
+    if checkpoint is not None and checkpoint.get("tokenizer") != meta["tokenizer"]:
+        raise ValueError(f"the data in {data_dir} has another vocabulary than the run in "
+                         f"{args.out}; resume with the data it was trained on (--data)")
+    return data_dir, meta
+
+
+def check_model_shape(model: GPT, checkpoint: dict, args) -> None:
+    """A resumed model must have the checkpoint's shape; say which settings changed it."""
+    ours = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    theirs = {name: tuple(t.shape) for name, t in checkpoint["model"].items()}
+    if ours == theirs:
+        return
+    changed = configs.differences(
+        {k: v for k, v in checkpoint["model_config"].items() if k != "vocab_size"},
+        {k: v for k, v in asdict(model.config).items() if k != "vocab_size"})
+    raise ValueError(
+        f"resume refused: the run in {args.out} has another model shape "
+        f"({', '.join(changed) or 'its tensors differ'}); drop those overrides to continue it, "
+        "or start a new run with another --out")
+
+
+def run_train(args) -> None:
+    if args.new_schedule and not args.resume:
+        raise ValueError("--new-schedule only applies with --resume")
+    args.out = args.out or Path("runs") / (args.config or DEFAULT_CONFIG)
+    checkpoint = load_checkpoint(args.out / "ckpt.pt") if args.resume else None
+    if checkpoint is not None:
+        run = continued_run(args, checkpoint)
+    else:
+        run = configs.resolve(args.config or DEFAULT_CONFIG, args.overrides)
+        refuse_to_overwrite(args, args.out)
+    data_dir, meta = prepared_data(args, run, checkpoint)
+    threads, why = chosen_threads(args)
+    train_config = replace(run.train, out_dir=str(args.out), device=args.device,
+                           resume=args.resume, new_schedule=args.new_schedule, threads=threads)
     model_config = GPTConfig(vocab_size=meta["vocab_size"], **run.model)
     torch.manual_seed(train_config.seed)
     model = GPT(model_config)
+    if checkpoint is not None:
+        check_model_shape(model, checkpoint, args)
     rank = int(os.environ.get("RANK", "0"))  # under torchrun each process draws its own batches
     seed = train_config.seed + 1000 * rank
     batch = {"block_size": model_config.block_size, "batch_size": run.data["batch_size"]}
-    train_batches = RandomBatches(load_split(data_dir, "train"), seed=seed, **batch)
-    val_batches = RandomBatches(load_split(data_dir, "val"), seed=seed + 1, **batch)
+    train_batches, val_batches = (
+        RandomBatches(load_split(data_dir, split), seed=seed + i, name=f"the {split} split of "
+                      f"{data_dir}", **batch) for i, split in enumerate(SPLITS))
     if rank == 0:
         print(f"{run.name}: {model.num_parameters():,} parameters, training on "
-              f"{pick_device(args.device) if 'RANK' not in os.environ else 'torchrun'}")
+              f"{pick_device(args.device) if 'RANK' not in os.environ else 'torchrun'}, "
+              f"{threads} CPU thread(s) ({why})")
     start = time.perf_counter()
-    result = train(model, train_batches, train_config, val_batches,
-                   checkpoint_extra={"model_config": asdict(model_config),
-                                     "tokenizer": meta["tokenizer"], "config_name": run.name})
+    try:
+        result = train(model, train_batches, train_config, val_batches, checkpoint_extra={
+            "model_config": asdict(model_config), "tokenizer": meta["tokenizer"],
+            "config_name": run.name, "data": run.data, "data_dir": str(data_dir)})
+    except KeyboardInterrupt:
+        if rank:
+            raise
+        raise KeyboardInterrupt(interrupted_message(args, train_config.max_iters)) from None
     if rank == 0:
         print(f"done: step {result.step}, val loss {result.val_losses[-1][1]:.4f}, "
               f"{time.perf_counter() - start:.1f} s, {result.tokens_per_s:,.0f} tokens/s; "
               f"checkpoint {result.checkpoint}")
+
+
+def interrupted_message(args, max_iters: int) -> str:
+    """What Ctrl-C kept: the step of the checkpoint on disk, and the command that resumes it."""
+    path = args.out / "ckpt.pt"
+    try:
+        step = load_checkpoint(path)["step"]
+    except CheckpointError:
+        return f"stopped before the first checkpoint, so there is nothing in {path} to resume"
+    return (f"the kept checkpoint {path} holds step {step} of {max_iters}; resume with\n"
+            f"  {resume_command(args, args.out)}")
 
 
 # ----------------------------------------------------------------------------------- sample
@@ -115,6 +291,7 @@ def add_sample_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="recompute the whole window for each token")
     parser.add_argument("--device", default="auto")
+    add_threads_argument(parser)
 
 
 def load_model(checkpoint: Path, device: torch.device):
@@ -130,7 +307,10 @@ def load_model(checkpoint: Path, device: torch.device):
 
 def run_sample(args) -> None:
     device = pick_device(args.device)
+    threads, why = chosen_threads(args)
+    torch.set_num_threads(threads)
     model, tokenizer = load_model(args.checkpoint, device)
+    print(f"threads: {threads} ({why})", file=sys.stderr)  # stdout is the text alone
     if not args.prompt:
         raise ValueError("the prompt is empty; give at least one character, e.g. --prompt $'\\n'")
     prompt = torch.tensor([tokenizer.encode(args.prompt)], device=device)
@@ -151,6 +331,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=30, help="timed training steps")
     parser.add_argument("--new-tokens", type=int, default=256, help="tokens to generate")
     parser.add_argument("--device", default="auto")
+    add_threads_argument(parser)
 
 
 def run_bench(args) -> None:
@@ -158,6 +339,9 @@ def run_bench(args) -> None:
 
     run = configs.resolve(args.config, args.overrides)
     device = pick_device(args.device)
+    threads, why = chosen_threads(args)
+    torch.set_num_threads(threads)
+    print(f"threads: {threads} ({why})")
     torch.manual_seed(0)
     model_config = GPTConfig(vocab_size=96, **run.model)
     model = GPT(model_config).to(device)
@@ -209,8 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as err:
         print(f"mini-llm {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"mini-llm {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        print(f"mini-llm {args.command}: interrupted{f'; {err}' if err.args else ''}",
+              file=sys.stderr)
         return 130
     return 0
 

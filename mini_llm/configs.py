@@ -2,14 +2,16 @@
 
 A run configuration is one flat set of keys: the model's shape (:class:`GPTConfig` fields but
 ``vocab_size``, which the tokenizer decides), the training settings (:class:`TrainConfig`
-fields) and the data settings in ``DATA_DEFAULTS``.
+fields) and the data settings in ``DATA_DEFAULTS``. The training settings that say where and how
+this process runs rather than what it trains (``out_dir``, ``device``, ...) are command-line
+flags, listed in ``COMMAND_LINE_FLAGS``: given as ``key=value`` they are refused, naming the flag.
 """
 
 from __future__ import annotations
 
 import types
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 
 from mini_llm.gpt import GPTConfig
 from mini_llm.train import TrainConfig
@@ -31,8 +33,12 @@ CONFIGS: dict[str, dict] = {
     },
 }
 
+# TrainConfig fields that `mini-llm train` sets from its flags, never from key=value.
+COMMAND_LINE_FLAGS = {"out_dir": "--out", "device": "--device", "resume": "--resume",
+                      "new_schedule": "--new-schedule", "threads": "--threads"}
+
 _MODEL_KEYS = {f.name for f in fields(GPTConfig)} - {"vocab_size"}
-_TRAIN_KEYS = {f.name for f in fields(TrainConfig)}
+_TRAIN_KEYS = {f.name for f in fields(TrainConfig)} - set(COMMAND_LINE_FLAGS)
 
 
 @dataclass
@@ -82,17 +88,24 @@ def parse_overrides(pairs: list[str]) -> dict:
         key = key.strip()
         if not equals:
             raise ValueError(f"override {pair!r} is not of the form key=value")
-        if key not in types_of or key == "vocab_size":
+        if key in COMMAND_LINE_FLAGS:
+            raise ValueError(f"{key} is not a config key: use the flag {COMMAND_LINE_FLAGS[key]} "
+                             f"(e.g. mini-llm train {COMMAND_LINE_FLAGS[key]} ...)")
+        if key == "vocab_size":
+            raise ValueError("vocab_size is not a config key: the prepared data's tokenizer sets it")
+        if key not in types_of:
             raise ValueError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys())}")
         overrides[key] = _parse_value(key, text.strip(), types_of[key])
     return overrides
 
 
-def resolve(name: str, overrides: list[str] | None = None) -> RunConfig:
-    """Named config ``name`` with ``key=value`` overrides applied."""
+def resolve(name: str, overrides: list[str] | None = None, base: dict | None = None) -> RunConfig:
+    """Named config ``name``, then the settings in ``base`` (a run's own, to resume it), then
+    ``key=value`` overrides."""
     if name not in CONFIGS:
         raise ValueError(f"unknown config {name!r}; choose one of: {', '.join(sorted(CONFIGS))}")
-    settings = {**DATA_DEFAULTS, **CONFIGS[name], **parse_overrides(overrides or [])}
+    settings = {**DATA_DEFAULTS, **CONFIGS[name], **(base or {}),
+                **parse_overrides(overrides or [])}
     model = {k: v for k, v in settings.items() if k in _MODEL_KEYS}
     GPTConfig(vocab_size=1, **model)  # checks the shape now, before any data is read
     return RunConfig(
@@ -101,3 +114,28 @@ def resolve(name: str, overrides: list[str] | None = None) -> RunConfig:
         train=TrainConfig(**{k: v for k, v in settings.items() if k in _TRAIN_KEYS}),
         data={k: settings[k] for k in DATA_DEFAULTS},
     )
+
+
+def settings_of(run: RunConfig) -> dict:
+    """The flat ``key: value`` settings of ``run``, every valid key once (defaults included)."""
+    model = {k: v for k, v in asdict(GPTConfig(vocab_size=1, **run.model)).items()
+             if k in _MODEL_KEYS}
+    train = {k: v for k, v in asdict(run.train).items() if k in _TRAIN_KEYS}
+    return {**model, **train, **run.data}
+
+
+def saved_settings(checkpoint: dict) -> dict:
+    """The settings a checkpoint written by ``mini-llm train`` was trained with.
+
+    Model and training settings come from its ``model_config`` and ``train_config``; the data
+    settings from ``data`` (checkpoints from before it was stored fall back to the config's).
+    """
+    saved = {**checkpoint["model_config"], **checkpoint["train_config"],
+             **checkpoint.get("data", {})}
+    return {k: v for k, v in saved.items() if k in _MODEL_KEYS | _TRAIN_KEYS | set(DATA_DEFAULTS)}
+
+
+def differences(before: dict, after: dict) -> list[str]:
+    """``["max_iters 600 -> 800", ...]``: the keys whose values differ, in sorted order."""
+    return [f"{k} {before.get(k)} -> {after.get(k)}" for k in sorted(before.keys() | after.keys())
+            if before.get(k) != after.get(k)]

@@ -25,10 +25,11 @@ SPLITS = ("train", "val")
 
 
 def prepare(text: str, out_dir: str | Path, val_fraction: float = 0.1,
-            tokenizer: Tokenizer | None = None) -> dict:
+            tokenizer: Tokenizer | None = None, corpus: str | None = None) -> dict:
     """Encode ``text`` into ``out_dir``; return the meta data written to ``meta.json``.
 
-    Without a ``tokenizer``, a :class:`CharTokenizer` is built from the text.
+    Without a ``tokenizer``, a :class:`CharTokenizer` is built from the text. ``corpus``, the
+    name the text came from, is recorded so that a run can check it trains on what it asked for.
     """
     if not text:
         raise ValueError("the text to prepare is empty")
@@ -46,7 +47,8 @@ def prepare(text: str, out_dir: str | Path, val_fraction: float = 0.1,
     ids[n_train:].tofile(out_dir / "val.bin")
     meta = {"tokenizer": {"kind": tokenizer.kind, **tokenizer.to_dict()},
             "vocab_size": tokenizer.vocab_size, "dtype": "uint16",
-            "train_tokens": n_train, "val_tokens": len(ids) - n_train}
+            "train_tokens": n_train, "val_tokens": len(ids) - n_train,
+            "val_fraction": val_fraction, **({"corpus": corpus} if corpus else {})}
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return meta
 
@@ -77,14 +79,14 @@ class RandomBatches:
 
     Each call draws ``batch_size`` start positions with its own ``torch.Generator``; its state is
     part of a checkpoint (``state_dict``), so a resumed run draws exactly the batches the
-    uninterrupted run would have.
+    uninterrupted run would have. ``name`` says in errors which tokens these are (e.g. a split).
     """
 
     def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int,
-                 device: str | torch.device = "cpu", seed: int = 0):
+                 device: str | torch.device = "cpu", seed: int = 0, name: str = "the tokens"):
         if len(tokens) < block_size + 1:
             raise ValueError(
-                f"{len(tokens)} tokens are too few for windows of block_size={block_size} "
+                f"{name}: {len(tokens)} tokens are too few for windows of block_size={block_size} "
                 "(need at least block_size + 1); use a smaller block_size or more text"
             )
         self.tokens = tokens

@@ -419,6 +419,19 @@ def _train(model, train_batches, config, val_batches, checkpoint_extra, world) -
     return result
 
 
+def _first_difference(saved: dict, ours: dict) -> str:
+    """One line on how two state dicts differ, where PyTorch lists every tensor."""
+    missing, extra = saved.keys() - ours.keys(), ours.keys() - saved.keys()
+    shapes = [f"{name} is {list(saved[name].shape)} there, {list(ours[name].shape)} here"
+              for name in saved.keys() & ours.keys() if saved[name].shape != ours[name].shape]
+    differences = sorted(shapes) + [f"{name} only there" for name in sorted(missing)] + [
+        f"{name} only here" for name in sorted(extra)]
+    if not differences:
+        return "the optimizer's state does not fit the model"
+    more = f", and {len(differences) - 1} more" if len(differences) > 1 else ""
+    return differences[0] + more
+
+
 def _resume(state, config, model, optimizer, result, world, train_batches, val_batches):
     """Put model, optimizer, history and every random generator back as the checkpoint left them.
 
@@ -436,10 +449,11 @@ def _resume(state, config, model, optimizer, result, world, train_batches, val_b
     try:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-    except (RuntimeError, ValueError) as err:
+    except (RuntimeError, ValueError):
         raise CheckpointError(
-            f"the checkpoint was written for a different model or optimizer ({err}); resume with "
-            "the settings it was trained with, or train into a new out_dir") from err
+            f"the checkpoint was written for a different model or optimizer "
+            f"({_first_difference(state['model'], model.state_dict())}); resume with the settings "
+            "it was trained with, or train into a new out_dir (mini-llm train --out)") from None
     result.step = state["step"]
     result.train_losses = [tuple(pair) for pair in state["history"]["train"]]
     result.val_losses = [tuple(pair) for pair in state["history"]["val"]]

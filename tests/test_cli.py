@@ -1,17 +1,26 @@
 """The ``mini-llm`` command end to end, and the clear errors it gives for bad input."""
 
+import json
 import os
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from dataclasses import asdict
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 import torch
 
-from mini_llm import configs, cpu_linear
+from mini_llm import cli, configs, cpu_linear
+from mini_llm.checkpoint import load_checkpoint
 from mini_llm.cli import COMMANDS, main
+from mini_llm.corpus import CORPORA
+from mini_llm.data import RandomBatches, load_meta, prepare
+from mini_llm.train import TrainResult
 
 # Small, yet big enough that the q,k,v and MLP products take cpu_linear's oneDNN path, which
 # the command-line runs below are forced to use (MINI_LLM_ONEDNN=on) on any x86 CPU.
@@ -19,10 +28,12 @@ TINY = ["n_layer=1", "n_head=2", "n_embd=64", "block_size=32", "batch_size=8", "
         "eval_iters=2", "warmup_iters=2", "progress=false"]
 
 
+ONEDNN = {cpu_linear.ENVIRONMENT_VARIABLE: "on"}
+
+
 def mini_llm(*args, cwd):
     return subprocess.run([sys.executable, "-m", "mini_llm.cli", *args], cwd=cwd, check=False,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, cpu_linear.ENVIRONMENT_VARIABLE: "on"})
+                          capture_output=True, text=True, timeout=300, env=os.environ | ONEDNN)
 
 
 def test_the_command_line_runs_take_the_fast_path(monkeypatch):
@@ -52,36 +63,106 @@ def test_prepare_train_sample_end_to_end(trained_run):
                        "--max-new-tokens", "40", "--device", "cpu", cwd=trained_run)
     assert sampled.returncode == 0, sampled.stderr
     assert sampled.stdout.startswith("ROMEO:") and len(sampled.stdout) >= 46
+    assert sampled.stdout.endswith("\n")  # the shell prompt starts on a line of its own
     again = mini_llm("sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO:", "--no-cache",
                      "--max-new-tokens", "40", "--device", "cpu", cwd=trained_run)
     assert again.stdout == sampled.stdout  # same seed, with or without the KV cache
 
 
-def test_resume_from_the_command_line_keeps_the_schedule_or_says_why_not(
+def test_resume_keeps_the_runs_own_settings_and_schedule_or_says_why_not(
         trained_run, capsys, monkeypatch):
+    # Only the new overrides are given: the run's own (TINY, max_iters=20) come from its checkpoint.
     def resume(*args):
-        return mini_llm("train", "--data", "data", "--out", "run", "--device", "cpu", "--resume",
-                        *TINY, *args, cwd=trained_run)
+        return mini_llm("train", "--out", "run", "--device", "cpu", "--resume", *args,
+                        cwd=trained_run)
 
     monkeypatch.chdir(trained_run)  # the run's cosine ended at step 20:
-    assert main(["train", "--data", "data", "--out", "run", "--device", "cpu", "--resume",
-                 *TINY, "max_iters=25"]) == 2
-    refused = capsys.readouterr().err
+    assert main(["train", "--out", "run", "--device", "cpu", "--resume", "max_iters=25"]) == 2
+    captured = capsys.readouterr()
+    assert "resuming shakespeare-char-cpu at step 20 of 20" in captured.out
+    own = captured.out.split("the run's own settings (")[1].split(");")[0].split(", ")
+    assert set(own) == {f"{key} {before} -> {after}" for key, before, after in (
+        ("max_iters", 2000, 20), ("n_layer", 4, 1), ("n_head", 4, 2), ("n_embd", 128, 64),
+        ("block_size", 64, 32), ("batch_size", 12, 8), ("eval_interval", 250, 10),
+        ("eval_iters", 20, 2), ("warmup_iters", 100, 2), ("progress", True, False))}
+    assert "changed by this command: max_iters 20 -> 25" in captured.out
+    refused = captured.err
     assert "resume refused" in refused and "max_iters 20 -> 25" in refused
     assert "lr_decay_iters=20" in refused and "--new-schedule" in refused
     on_the_saved_schedule = resume("max_iters=25", "lr_decay_iters=20")
     assert on_the_saved_schedule.returncode == 0, on_the_saved_schedule.stderr
+    assert "lr_decay_iters None -> 20, max_iters 20 -> 25" in on_the_saved_schedule.stdout
     assert "done: step 25" in on_the_saved_schedule.stdout
     on_a_new_schedule = resume("max_iters=28", "--new-schedule")
     assert on_a_new_schedule.returncode == 0, on_a_new_schedule.stderr
     assert "done: step 28" in on_a_new_schedule.stdout
+    already_done = resume()
+    assert already_done.returncode == 2 and "already at step 28" in already_done.stderr
 
 
-def test_resuming_with_another_model_shape_is_a_clear_error(trained_run, capsys, monkeypatch):
+def test_resuming_with_another_model_shape_is_a_short_error_naming_out(
+        trained_run, capsys, monkeypatch):
     monkeypatch.chdir(trained_run)
-    assert main(["train", "--data", "data", "--out", "run", "--device", "cpu", "--resume",
-                 "--new-schedule", "max_iters=30", *TINY, "n_embd=32"]) == 2
-    assert "written for a different model" in capsys.readouterr().err
+    assert main(["train", "--out", "run", "--device", "cpu", "--resume", "--new-schedule",
+                 "max_iters=30", "n_embd=32"]) == 2
+    err = capsys.readouterr().err
+    assert "another model shape (n_embd 64 -> 32)" in err and "--out" in err
+    assert len(err.splitlines()) == 1 and len(err) < 300  # no list of state-dict keys
+    assert main(["train", "--out", "run", "--resume", "--config", "shakespeare-char-gpu"]) == 2
+    assert "trained with --config shakespeare-char-cpu" in capsys.readouterr().err
+
+
+def test_train_refuses_to_overwrite_a_run_unless_told(trained_run, capsys, monkeypatch):
+    monkeypatch.chdir(trained_run)
+    before = (trained_run / "run" / "ckpt.pt").read_bytes()
+    assert main(["train", "--data", "data", "--out", "run", "--device", "cpu", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "run already holds a run (ckpt.pt, metrics.jsonl, loss.png)" in err
+    assert "--out run --resume" in err and "--overwrite" in err
+    assert (trained_run / "run" / "ckpt.pt").read_bytes() == before
+    shutil.copytree(trained_run / "run", trained_run / "again")
+    assert main(["train", "--data", "data", "--out", "again", "--device", "cpu", "--overwrite",
+                 "max_iters=3", *TINY]) == 0
+    metrics = (trained_run / "again" / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(metrics[0])["step"] == 0 and json.loads(metrics[-1])["step"] == 3
+    assert load_checkpoint(trained_run / "again" / "ckpt.pt")["step"] == 3
+    with pytest.raises(SystemExit):  # one or the other
+        main(["train", "--out", "run", "--resume", "--overwrite"])
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert main(["train", "--out", "elsewhere", "--new-schedule"]) == 2
+    assert "--new-schedule only applies with --resume" in capsys.readouterr().err
+
+
+class InterruptedBatches(RandomBatches):
+    """Training batches that press Ctrl-C when the 15th is drawn."""
+
+    def __call__(self):
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls == 15:
+            raise KeyboardInterrupt
+        return super().__call__()
+
+
+def test_ctrl_c_names_the_kept_step_and_the_command_that_resumes_it(
+        trained_run, capsys, monkeypatch):
+    monkeypatch.chdir(trained_run)
+    monkeypatch.setattr(cli, "RandomBatches", lambda tokens, **kw: (
+        InterruptedBatches if "train split" in kw["name"] else RandomBatches)(tokens, **kw))
+    assert main(["train", "--data", "data", "--out", "cut", "--device", "cpu",
+                 "max_iters=24", *TINY]) == 130  # eval_interval=10: a checkpoint at step 10
+    err = capsys.readouterr().err
+    assert "interrupted; the kept checkpoint cut/ckpt.pt holds step 10 of 24" in err
+    command = err.splitlines()[-1].strip()
+    assert command.endswith("train --out cut --resume --device cpu")
+    resumed = subprocess.run(shlex.split(command), cwd=trained_run, capture_output=True, text=True,
+                             timeout=300, check=False, env=os.environ | ONEDNN)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "done: step 24" in resumed.stdout  # the run's max_iters, not the config's 2,000
+    monkeypatch.setattr(cli, "RandomBatches", InterruptedBatches)
+    assert main(["train", "--data", "data", "--out", "early", "--device", "cpu",
+                 "max_iters=24", "checkpoint_interval=20", *TINY]) == 130
+    assert "before the first checkpoint, so there is nothing in early/ckpt.pt" in (
+        capsys.readouterr().err)
 
 
 def test_prompt_character_outside_the_vocabulary(trained_run):
@@ -92,13 +173,50 @@ def test_prompt_character_outside_the_vocabulary(trained_run):
     assert "Traceback" not in done.stderr
 
 
-def test_missing_and_truncated_checkpoints(tmp_path, capsys):
+def test_a_real_ctrl_c_keeps_the_checkpoint_and_says_how_to_resume(trained_run):
+    """SIGINT, as the terminal sends it, once the first checkpoint is on disk."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mini_llm.cli", "train", "--data", "data", "--out", "signal",
+         "--device", "cpu", "--threads", "1", "max_iters=100000", *TINY],
+        cwd=trained_run, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=os.environ | ONEDNN)
+    checkpoint = trained_run / "signal" / "ckpt.pt"
+    deadline = time.monotonic() + 240
+    while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    kept = load_checkpoint(checkpoint)["step"]
+    assert process.returncode == 130, err
+    assert f"signal/ckpt.pt holds step {kept} of 100000; resume with" in err
+    assert err.rstrip().endswith("train --out signal --resume --device cpu --threads 1")
+    assert "Traceback" not in err
+
+
+def test_missing_and_unreadable_checkpoints_say_why(trained_run, tmp_path, capsys):
     assert main(["sample", "--checkpoint", str(tmp_path / "nope.pt")]) == 2
     assert "no checkpoint at" in capsys.readouterr().err
-    broken = tmp_path / "broken.pt"
-    broken.write_bytes(b"PK\x03\x04 not a whole zip file")
-    assert main(["sample", "--checkpoint", str(broken)]) == 2
-    assert "damaged or truncated" in capsys.readouterr().err
+    whole = (trained_run / "run" / "ckpt.pt").read_bytes()
+    reasons = {b"": "the file is empty (0 bytes)",  # torch: EOFError(), shown as "()"
+               b"hello\n": "not a file written by torch.save",  # torch: KeyError(101)
+               b"PK\x03\x04 not a whole zip file": "the zip archive has no end (25 bytes)",
+               whole[: len(whole) // 2]: "it was cut short"}
+    for content, reason in reasons.items():
+        (tmp_path / "bad.pt").write_bytes(content)
+        assert main(["sample", "--checkpoint", str(tmp_path / "bad.pt")]) == 2
+        err = capsys.readouterr().err
+        assert "cannot be read: " in err and reason in err and "()" not in err
+    assert main(["sample", "--checkpoint", str(tmp_path)]) == 2
+    assert "is a folder, not a checkpoint file" in capsys.readouterr().err
+
+
+def test_too_few_tokens_names_the_split(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    prepare("To be, or not to be, that is the question. " * 5, "small", val_fraction=0.05,
+            corpus="shakespeare")
+    assert main(["train", "--data", "small", "val_fraction=0.05", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "the val split of small: 11 tokens are too few for windows of block_size=32" in err
 
 
 def test_unknown_config_key_lists_the_valid_ones(capsys):
@@ -109,6 +227,95 @@ def test_unknown_config_key_lists_the_valid_ones(capsys):
     assert "dropout must be float" in capsys.readouterr().err
     assert main(["train", "n_embd=30", "n_head=4"]) == 2
     assert "divisible by n_head" in capsys.readouterr().err
+
+
+# One value per valid key, unlike TINY's and the config's, with where the run must show it.
+KEY_VALUES = {
+    "block_size": "16", "n_layer": "2", "n_head": "4", "n_embd": "32", "dropout": "0.1",
+    "bias": "false", "activation": "gelu_tanh", "layer_norm_eps": "1e-06",
+    "attention": "explicit", "max_iters": "7", "learning_rate": "0.002", "min_lr": "2e-05",
+    "warmup_iters": "3", "lr_decay_iters": "5", "weight_decay": "0.05", "beta1": "0.8",
+    "beta2": "0.95", "grad_clip": "0.5", "grad_accum_steps": "2", "eval_interval": "5",
+    "eval_iters": "3", "log_interval": "3", "checkpoint_interval": "4", "dtype": "fp32",
+    "compile": "true", "seed": "7", "progress": "true", "batch_size": "4", "corpus": "words",
+    "val_fraction": "0.5",
+}
+
+
+def test_every_config_key_reaches_what_it_configures_or_is_refused(tmp_path, capsys,
+                                                                   monkeypatch):
+    """For each key the CLI accepts, the override shows in the model, the training settings,
+    the batches or the data that ``train`` is handed; each key it sets from a flag is refused,
+    naming the flag."""
+    assert set(KEY_VALUES) == set(configs.valid_keys())
+    monkeypatch.chdir(tmp_path)
+    handed = []
+
+    def fake_train(model, train_batches, config, val_batches, checkpoint_extra):
+        handed.append({"model": asdict(model.config), "train": asdict(config),
+                       "batch_size": train_batches.batch_size,
+                       "val_share": len(val_batches.tokens) / (len(train_batches.tokens)
+                                                               + len(val_batches.tokens)),
+                       "corpus": load_meta(checkpoint_extra["data_dir"])["corpus"]})
+        return TrainResult(val_losses=[(0, 1.0)])
+
+    monkeypatch.setattr(cli, "train", fake_train)
+
+    def handed_for(*overrides):
+        args = ["train", "--out", "out", "--overwrite", "--device", "cpu", "--threads", "1",
+                "corpus=names", *TINY, *overrides]
+        assert main(args) == 0, capsys.readouterr().err
+        return handed[-1]
+
+    base = handed_for()
+    for key, text in KEY_VALUES.items():
+        value = configs.parse_overrides([f"{key}={text}"])[key]
+        got = handed_for(f"{key}={text}")
+        seen = {"batch_size": got["batch_size"], "corpus": got["corpus"],
+                "val_fraction": round(got["val_share"], 2)}
+        for part in ("model", "train"):
+            seen.update({k: v for k, v in got[part].items() if k in KEY_VALUES})
+        before = {**base["model"], **base["train"], "batch_size": base["batch_size"],
+                  "corpus": base["corpus"], "val_fraction": round(base["val_share"], 2)}
+        assert seen[key] == value != before[key], key
+    assert handed[-1]["train"]["threads"] == 1  # --threads, the one way to set threads
+    for key, flag in configs.COMMAND_LINE_FLAGS.items():
+        assert main(["train", f"{key}=1"]) == 2
+        assert f"{key} is not a config key: use the flag {flag}" in capsys.readouterr().err
+        assert key not in configs.valid_keys()
+
+
+def test_prepared_data_must_match_corpus_and_val_fraction(trained_run, capsys, monkeypatch):
+    monkeypatch.chdir(trained_run)
+    assert main(["train", "--data", "data", "--out", "other", "corpus=names", *TINY]) == 2
+    assert "data holds the corpus 'shakespeare', not 'names'" in capsys.readouterr().err
+    assert main(["train", "--data", "data", "--out", "other", "val_fraction=0.2", *TINY]) == 2
+    assert "not val_fraction=0.2; prepare it again" in capsys.readouterr().err
+
+
+def test_threads_default_to_the_cpus_other_work_leaves_free(monkeypatch, capsys, trained_run):
+    monkeypatch.setattr(cpu_linear, "_decision", cpu_linear.Decision(False, "not timed here"))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (8.2, 8.0, 7.5))
+    assert cli.default_threads() == (1, "2 CPUs, load average 8.2")
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.3, 0.2))
+    assert cli.default_threads()[0] == 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert cli.default_threads() == (2, "OMP_NUM_THREADS")
+    # sample takes the same setting
+    set_to = []
+    monkeypatch.setattr(torch, "set_num_threads", set_to.append)
+    sample = ["sample", "--checkpoint", str(trained_run / "run" / "ckpt.pt"), "--device", "cpu",
+              "--max-new-tokens", "3"]
+    assert main([*sample, "--threads", "1"]) == 0 and set_to == [1]
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(os, "getloadavg", lambda: (8.2, 8.0, 7.5))
+    assert main(sample) == 0 and set_to == [1, 1]
+    assert "threads: 1 (2 CPUs, load average 8.2; --threads sets it)" in capsys.readouterr().err
+    assert main(["bench", "--device", "cpu", "--steps", "1", "--new-tokens", "2", "--threads",
+                 "1", *TINY[:5]]) == 0 and set_to[-1] == 1
 
 
 def test_named_configs_are_the_documented_shapes():
@@ -133,6 +340,10 @@ def test_every_subcommand_is_listed_and_has_help(capsys):
         with pytest.raises(SystemExit) as exit_:
             main([name, "--help"])
         assert exit_.value.code == 0 and command.help in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["prepare", "--help"])
+    prepare_help = capsys.readouterr().out
+    assert all(name in prepare_help for name in CORPORA)
     with pytest.raises(SystemExit) as exit_:
         main(["no-such-command"])
     assert exit_.value.code == 2 and "invalid choice" in capsys.readouterr().err

@@ -40,7 +40,8 @@ def test_tokenizer_saves_and_loads(tmp_path):
 
 
 def test_prepare_writes_uint16_splits_and_meta(tmp_path):
-    meta = prepare(TEXT, tmp_path, val_fraction=0.1)
+    meta = prepare(TEXT, tmp_path, val_fraction=0.1, corpus="shakespeare")
+    assert (meta["corpus"], meta["val_fraction"]) == ("shakespeare", 0.1)  # runs check both
     train, val = load_split(tmp_path, "train"), load_split(tmp_path, "val")
     assert train.dtype == np.uint16 and isinstance(train, np.memmap)
     assert len(train) == meta["train_tokens"] == int(len(TEXT) * 0.9)
@@ -67,5 +68,5 @@ def test_random_batches_are_shifted_windows_and_resume_exactly():
     batches.load_state_dict(state)
     for ex, got in zip(expected, [batches() for _ in range(3)], strict=True):
         assert torch.equal(ex[0], got[0])
-    with pytest.raises(ValueError, match="too few"):
-        RandomBatches(tokens[:5], block_size=8, batch_size=2)
+    with pytest.raises(ValueError, match="^the val split: 5 tokens are too few"):
+        RandomBatches(tokens[:5], block_size=8, batch_size=2, name="the val split")
