@@ -1,19 +1,26 @@
-"""Chapter 7's rendered page: the task, the attention example, the accuracy table and the
-alignments, checked for what the prose says about them."""
+"""Chapter 7's rendered page: the task, the held-out test numbers, the attention example, the
+accuracy over three seeds and the alignments, checked for what the prose says about them."""
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from _book_helpers import html_tables, read_page
 
-from mini_llm.seq2seq import number_to_words, vocabularies
+from mini_llm.seq2seq import is_held_out, number_pairs, number_to_words, vocabularies
+
+SEEDS, STEPS, BATCH = (0, 1, 2), 400, 64  # the chapter's training streams
 
 
 @pytest.fixture(scope="module")
 def page(built_book):
     return read_page(built_book, "ch07_attention")
+
+
+def number_of(digits: list[str]) -> int:
+    return int("".join(digits))
 
 
 def test_examples_are_numbers_written_out_correctly(page):
@@ -22,9 +29,40 @@ def test_examples_are_numbers_written_out_correctly(page):
     assert len(examples) == 6
     for words, digits in examples:
         assert " ".join(number_to_words(int(digits))) == words
+        assert not is_held_out(int(digits))  # drawn from the training numbers
     source, target = vocabularies()
     assert f"source vocabulary: {len(source)} tokens" in text
-    assert f"target: {len(target)} (" in text
+    assert f"target vocabulary: {len(target)} tokens (" in text
+
+
+def test_no_test_number_was_ever_trained_on(page):
+    """Regenerate the chapter's three training streams and its test set: they share no number,
+    and the page reports the same counts."""
+    _, text = page
+    test = {
+        number_of(d)
+        for _, d in number_pairs(2000, np.random.default_rng(99), "test", distinct=True)
+    }
+    trained = set()
+    for seed in SEEDS:
+        rng = np.random.default_rng(seed)
+        for _ in range(STEPS):
+            trained.update(number_of(d) for _, d in number_pairs(BATCH, rng, "train"))
+    assert not trained & test
+    assert all(is_held_out(n) for n in test) and not any(is_held_out(n) for n in trained)
+    held_out = sum(is_held_out(n) for n in range(1_000_000))
+    assert f"held out for testing: {held_out:,} of the 1,000,000 numbers" in text
+    assert f"test set: {len(test):,} different held-out numbers" in text
+    below = [n for n in range(1000) if not is_held_out(n)]
+    drawn = len(trained.intersection(below))
+    assert drawn > 0.95 * len(below)  # "short numbers come up again and again"
+    assert f"numbers trained on: {len(trained):,} different ones" in text
+    assert f"of the {len(below)} training numbers below 1,000: {drawn}" in text
+    assert "numbers trained on that are in the test set: 0" in text
+    assert (
+        f"handed out {len(trained):,} different numbers, and 0 of them are in the test set"
+    ) in " ".join(text.split())
+    assert "one number in five" in text and 0.19 < held_out / 1e6 < 0.21
 
 
 def test_the_attention_example_sums_to_one_and_ignores_padding(page):
@@ -36,33 +74,67 @@ def test_the_attention_example_sums_to_one_and_ignores_padding(page):
     assert "weighted mean of the first two h_j: True" in text
 
 
-def test_attention_wins_and_the_plain_model_degrades_with_length(page):
-    raw, text = page
+def accuracy_table(raw: str) -> tuple[list[str], dict[str, list[tuple[float, float, float]]]]:
+    """The results table: its header and, per model, (mean, lowest, highest) per column."""
+    cell = re.compile(r"([\d.]+)% \(([\d.]+)–([\d.]+)\)")
     for rows in html_tables(raw):
         if rows and rows[0][0] == "model":
-            scores = {row[0]: [float(c.rstrip("%")) / 100 for c in row[1:]] for row in rows[1:]}
-            break
-    else:
-        raise AssertionError("no accuracy table")
+            return rows[0], {
+                row[0]: [tuple(float(v) / 100 for v in cell.fullmatch(c).groups()) for c in row[1:]]
+                for row in rows[1:]
+            }
+    raise AssertionError("no accuracy table")
+
+
+def span(low: float, high: float) -> str:
+    """How the page states the seeds' range: '76.4% to 80.2%', or '100.0% each'."""
+    same = f"{low:.1%}" == f"{high:.1%}"
+    return f"{low:.1%} each" if same else f"{low:.1%} to {high:.1%}"
+
+
+def test_attention_wins_over_three_seeds_and_the_plain_model_degrades_with_length(page):
+    raw, text = page
+    header, scores = accuracy_table(raw)
+    assert header[1] == "all (2,000)"
     plain, attention = scores["without attention"], scores["with attention"]
-    assert min(attention) > 0.97  # "almost perfectly at every length"
-    assert plain[0] < attention[0] - 0.05
-    assert plain[1] > plain[2] > plain[3] + 0.2  # short > medium > long, by a wide margin
-    assert "2 models, 600 steps each" in text
+    for mean, low, high in attention:  # "almost perfectly at every length", every seed
+        assert low > 0.97 and low <= mean <= high
+    assert plain[1][0] > plain[2][0] > plain[3][0] + 0.1  # falls with the length of the input
+    gap = attention[0][0] - plain[0][0]
+    assert gap > 0.1  # "the gap between the models is much larger" than the seeds' spread
+    for mean, low, high in (plain[0], attention[0]):
+        assert high - low < gap / 2
+    flat = " ".join(text.split())
+    assert (
+        f"gets {plain[0][0]:.1%} of the held-out numbers exactly right ({span(*plain[0][1:])} "
+        f"over the seeds), from {plain[1][0]:.1%} of the short ones down to "
+        f"{plain[3][0]:.1%} of the longest"
+    ) in flat
+    assert f"the three seeds get {span(*attention[0][1:])} of them" in flat
+    assert "6 models, 400 steps each" in text
+    before, end = re.search(r"fell from ([\d.]+) to ([\d.]+)", flat).groups()
+    assert float(end) < float(before)  # "still learning when the budget ends"
 
 
-def test_alignment_heatmaps_are_drawn_for_correct_translations(page):
+def test_alignments_are_drawn_for_correct_translations_of_held_out_numbers(page):
     _, text = page
-    for number in (312005, 20019, 7070):
-        assert f"{number}: model wrote {number}," in text
-    # the alignment the prose describes for the first example
-    assert ("312005: model wrote 312005, each output read mostly from: 3<-three 1<-twelve "
-            "2<-twelve 0<-thousand 0<-thousand 5<-five") in text
+    printed = re.findall(
+        r"^(\d+) \(held out: (\w+)\): model wrote (\d+)\n\s+(.+)$", text, re.MULTILINE
+    )
+    assert len(printed) == 3
+    for number, held_out, wrote, _ in printed:
+        assert held_out == "True" and is_held_out(int(number)) and wrote == number
+    number, _, _, pairs = printed[0]
+    read = [pair.split("<-") for pair in pairs.split()]
+    glued = ", ".join(f"{digit} from “{word}”" for digit, word in read)
+    assert f"the model reads {glued}:" in " ".join(text.split())
+    assert [digit for digit, _ in read] == [*number, "</s>"]
 
 
-def test_page_has_its_figures_and_math(page):
+def test_page_has_its_figures_diagram_and_math(page):
     """Goals, summary, exercise link and non-empty figures are checked for every chapter in
-    test_book.py; here, that this chapter's own figures and equations are there."""
+    test_book.py; here, that this chapter's own figures, diagram and equations are there."""
     raw, _ = page
-    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 2, "loss curves and heatmaps expected"
+    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 2, "loss curves and heatmaps"
     assert raw.count('class="math') >= 4
+    assert re.search(r"<(object|img)[^>]+graphviz", raw), "the encoder-decoder diagram"
