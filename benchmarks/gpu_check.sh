@@ -7,7 +7,8 @@
 #   benchmarks/gpu_check.sh device=cpu n_layer=1 n_head=2 n_embd=32 block_size=32 \
 #       batch_size=4 max_iters=20 eval_iters=2 compile=false    # the CPU smoke test
 #
-# Extra key=value arguments override the config (same keys as `mini-llm train`).
+# Extra key=value arguments override the config (same keys as `mini-llm train`); device=… picks
+# the device (the --device flag of `mini-llm train`).
 # PEAK_TFLOPS sets the GPU's dense bf16 peak for MFU when the script does not know the GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,10 @@ from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.train import train
 
 out, overrides = sys.argv[1], sys.argv[2:]
+device_choice = "auto"  # like `mini-llm train --device`: a flag there, not a config key
+for override in [o for o in overrides if o.startswith("device=")]:
+    device_choice = override.split("=", 1)[1]
+    overrides.remove(override)
 run = configs.resolve("shakespeare-char-gpu", overrides)
 data = default_data_dir(run.data["corpus"])
 if not (data / "meta.json").exists():
@@ -40,7 +45,7 @@ model = GPT(config)
 shape = {"block_size": config.block_size, "batch_size": run.data["batch_size"]}
 start = time.perf_counter()
 result = train(model, RandomBatches(load_split(data, "train"), seed=0, **shape),
-               replace(run.train, out_dir=out, progress=False),
+               replace(run.train, out_dir=out, progress=False, device=device_choice),
                val_batches=RandomBatches(load_split(data, "val"), seed=1, **shape))
 wall = time.perf_counter() - start
 
