@@ -28,8 +28,11 @@ followed by one ``expect_*`` on its result.
 from __future__ import annotations
 
 import reprlib
+import sysconfig
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -116,8 +119,23 @@ def run(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str]:
             f"{call} raised an error.\n"
             "  expected: a result, not an error\n"
             f"  got:      {type(err).__name__}: {err}\n"
-            "  Hint: the traceback above shows the line of your function that failed."
+            f"  Hint: {type(err).__name__} {_where(err)}: make your function handle this input."
         ) from err
+
+
+def _where(err: BaseException) -> str:
+    """The line of the learner's code that raised ``err``, as text for a message that must stand
+    on its own (the grader shows no traceback): the deepest frame outside Python, the installed
+    libraries and ``mini_llm``."""
+    libraries = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    libraries.add(str(Path(__file__).resolve().parent))
+    frames = traceback.extract_tb(err.__traceback__)[1:]  # [0] is run() itself
+    own = [f for f in frames if not any(f.filename.startswith(d) for d in libraries if d)]
+    if not own:
+        return "in your code"
+    frame = own[-1]
+    line = f" (`{frame.line.strip()}`)" if frame.line else ""
+    return f"at line {frame.lineno} of {frame.name}{line}"
 
 
 def _as_array(value: Any) -> np.ndarray | None:
@@ -192,6 +210,14 @@ def _compare(
     if got_array is None or got_array.ndim == 0:
         kind = f"an array of shape {expected_array.shape}"
         _fail(call, f"should be {kind}.", show(expected), show(got), hint)
+    if got_array.ndim == expected_array.ndim == 1 and len(got_array) != len(expected_array):
+        _fail(
+            call,
+            "has the wrong number of items.",
+            f"{len(expected_array)} items: {show(expected_array)}",
+            f"{len(got_array)} items: {show(got_array)}",
+            hint,
+        )
     if got_array.shape != expected_array.shape:
         _fail(
             call,

@@ -18,6 +18,7 @@ from mini_llm.checks import (
     run,
     show,
 )
+from mini_llm.grading.verify import redact
 
 
 def _message(check, *args, **kwargs) -> str:
@@ -56,7 +57,8 @@ def test_expect_equal_message_has_call_expected_got_hint_and_where():
 
 
 def test_expect_equal_reports_wrong_shape_and_ragged_items():
-    assert "has the wrong shape" in _message(expect_equal, [1, 2, 3], [1, 2], "f()")
+    assert "has the wrong number of items" in _message(expect_equal, [1, 2, 3], [1, 2], "f()")
+    assert "has the wrong shape" in _message(expect_equal, [[1, 2]], [[1], [2]], "f()")
     message = _message(expect_equal, [[1], [2, 3]], [[1], [2, 4]], "g()")
     assert "is wrong at item [1]" in message and "expected: [2, 4]" in message
 
@@ -131,3 +133,30 @@ def test_run_silences_warnings_of_a_correct_answer():
         warnings.warn("outside run() warnings still show", UserWarning)
     assert result.tolist() == [0.0, np.inf]
     assert [str(w.message) for w in caught] == ["outside run() warnings still show"]
+
+
+def test_a_crash_and_a_wrong_length_read_well_without_a_traceback():
+    """The grader shows only the summary and the hint of a hidden check: they must stand alone."""
+
+    def broken(x):
+        return 1 / x
+
+    hint = _message(run, broken, 0).splitlines()[-1]
+    assert (
+        hint.startswith("  Hint: ZeroDivisionError at line ")
+        and "of broken (`return 1 / x`)" in hint
+    )
+    assert "traceback" not in hint
+    message = _message(expect_equal, [0, 1], [0, 1, 2], "f()", hint="h")
+    assert message.splitlines()[:3] == [
+        "f() has the wrong number of items.",
+        "  expected: 3 items: [0, 1, 2]",
+        "  got:      2 items: [0, 1]",
+    ]
+    assert redact(message, AssertionError(message)) == (
+        "A hidden check failed: f(…) has the wrong number of items. Hint: h"
+    )
+    crash = _message(run, broken, 0)
+    assert redact(crash, AssertionError(crash)).startswith(
+        "A hidden check failed: broken(…) raised an error. Hint: ZeroDivisionError at line "
+    )

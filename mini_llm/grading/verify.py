@@ -410,8 +410,9 @@ def redact(message: str, error: BaseException) -> str:
     hint = next((line.strip() for line in message.splitlines()
                  if line.strip().startswith("Hint:")), "")
     name = re.match(r"\s*([A-Za-z_][\w.]*)\(", first)
-    what = re.search(r" (is wrong|has the wrong shape|should [^.:(]*?(?= of shape|[.:(]|$)|"
-                     r"raised NotImplementedError|raised [A-Za-z_.]+|should refuse this input)",
+    what = re.search(r" (is wrong|has the wrong shape|has the wrong number of items|"
+                     r"should [^.:(]*?(?= of shape|[.:(]|$)|raised NotImplementedError|"
+                     r"raised an error|raised [A-Za-z_.]+|should refuse this input)",
                      first)
     if isinstance(error, NameError):
         return f"A hidden check failed: {error}."

@@ -350,6 +350,88 @@ def _(sequences, transition_probs):
         return float(np.float64(total) / n)
 
 
+# ------------------------- the caller's data, degenerate inputs, dtypes (the classes of issue 18)
+
+
+@bug(
+    "count_bigrams",
+    "pops_the_callers_lists",
+    "consumes each sequence with pop(0): the caller's lists end up empty",
+)
+def _(sequences, vocab_size):
+    counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
+    for sequence in sequences:
+        checked_ids(sequence, vocab_size)
+        if not isinstance(sequence, list):
+            sequence = list(sequence)
+        while len(sequence) > 1:
+            previous = sequence.pop(0)
+            counts[previous, sequence[0]] += 1
+    return counts
+
+
+@bug(
+    "sequence_probability",
+    "pops_first_id",
+    "first = ids.pop(0): the caller's list loses its first token",
+)
+def _(ids, transition_probs, start_probs=None):
+    _seq(ids, transition_probs)
+    ids = ids if isinstance(ids, list) else list(ids)
+    previous = ids.pop(0)
+    p = 1.0 if start_probs is None else float(start_probs[previous])
+    for current in ids:
+        p *= float(transition_probs[previous, current])
+        previous = current
+    return p
+
+
+@bug(
+    "sample_sequence",
+    "length_checked_after_append",
+    "stops when len(out) == max_length after appending: max_length=0 never stops early",
+)
+def _(transition_probs, generator, start_id, end_id, max_length=100):
+    out, current = [], start_id
+    while True:
+        current = int(generator.choice(transition_probs.shape[0], p=transition_probs[current]))
+        if current == end_id:
+            break
+        out.append(current)
+        if len(out) == max_length:
+            break
+    return out
+
+
+@bug(
+    "sample_sequence",
+    "renormalises_in_place",
+    "zeroes P(<s>) in the caller's matrix and renormalises its rows in place",
+)
+def _(transition_probs, generator, start_id, end_id, max_length=100):
+    transition_probs[:, start_id] = 0.0
+    transition_probs /= transition_probs.sum(axis=1, keepdims=True)
+    out, current = [], start_id
+    for _ in range(max_length):
+        current = int(generator.choice(transition_probs.shape[0], p=transition_probs[current]))
+        if current == end_id:
+            break
+        out.append(current)
+    return out
+
+
+@bug("average_nll", "no_id_check", "no range check: a negative id quietly reads the last row")
+def _(sequences, transition_probs):
+    total, n = 0.0, 0
+    for a, b in _pairs_per_sequence(sequences):
+        with np.errstate(divide="ignore"):
+            total -= float(np.log(transition_probs[a, b]).sum())
+        n += a.size
+    if n == 0:
+        raise ValueError("no bigram")
+    return total / n
+
+
 # ------------------------------------------------------- correct, but not like the reference
 # Plain-Python versions a learner may well write: the hidden tests must accept them too.
 
@@ -410,6 +492,8 @@ def _(transition_probs, generator, start_id, end_id, max_length=100):
 def _(sequences, transition_probs):
     total, n = 0.0, 0
     for sequence in sequences:
+        if any(not 0 <= token < len(transition_probs) for token in sequence):
+            raise ValueError("token id outside the model")
         for a, b in itertools.pairwise(sequence):
             p = transition_probs[a][b]
             total += math.inf if p == 0 else -math.log(p)
