@@ -28,17 +28,22 @@ BUGS, ALTERNATIVES, bug, correct = new_registry()
 
 def _pairs(padded_sequences, context_length):
     """Every window of ``context_length + 1`` tokens as (context, next token) tensors."""
-    windows = [np.lib.stride_tricks.sliding_window_view(p, context_length + 1)
-               for p in padded_sequences if len(p) > context_length]
-    windows = (np.concatenate(windows) if windows
-               else np.empty((0, context_length + 1), dtype=np.int64))
+    windows = [
+        np.lib.stride_tricks.sliding_window_view(p, context_length + 1)
+        for p in padded_sequences
+        if len(p) > context_length
+    ]
+    windows = (
+        np.concatenate(windows) if windows else np.empty((0, context_length + 1), dtype=np.int64)
+    )
     windows = torch.from_numpy(np.ascontiguousarray(windows, dtype=np.int64))
     return windows[:, :-1], windows[:, -1]
 
 
 def _pad(sequence, context_length, bos_id):
-    return np.concatenate([np.full(context_length, bos_id),
-                           np.asarray(sequence, dtype=np.int64)[1:]])
+    return np.concatenate(
+        [np.full(context_length, bos_id), np.asarray(sequence, dtype=np.int64)[1:]]
+    )
 
 
 def _length(context_length):
@@ -68,8 +73,12 @@ def _(sequences, context_length, bos_id=0):
 @bug("context_target_pairs", "context_includes_target", "x = window[:, 1:]: the target leaks in")
 def _(sequences, context_length, bos_id=0):
     _length(context_length)
-    windows = [np.lib.stride_tricks.sliding_window_view(_pad(s, context_length, bos_id),
-                                                        context_length + 1) for s in sequences]
+    windows = [
+        np.lib.stride_tricks.sliding_window_view(
+            _pad(s, context_length, bos_id), context_length + 1
+        )
+        for s in sequences
+    ]
     windows = torch.from_numpy(np.ascontiguousarray(np.concatenate(windows), dtype=np.int64))
     return windows[:, 1:], windows[:, -1]
 
@@ -106,7 +115,11 @@ class _(Reference):
         return probs, None if y is None else F.cross_entropy(probs, y)
 
 
-@bug("MLPLanguageModel", "interleaved_concat", "transposes before flattening: dims, not tokens, in order")
+@bug(
+    "MLPLanguageModel",
+    "interleaved_concat",
+    "transposes before flattening: dims, not tokens, in order",
+)
 class _(Reference):
     def forward(self, x, y=None):
         _check(self, x)
@@ -198,14 +211,20 @@ def _sizes(x, y):
         raise ValueError("bad pairs")
 
 
-@bug("evaluate_perplexity", "mean_of_batch_means", "averages the batch means: short batch overweighted")
+@bug(
+    "evaluate_perplexity",
+    "mean_of_batch_means",
+    "averages the batch means: short batch overweighted",
+)
 def _(model, x, y, batch_size=4096):
     _sizes(x, y)
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        means = [F.cross_entropy(model(x[i:i + batch_size])[0], y[i:i + batch_size]).item()
-                 for i in range(0, len(x), batch_size)]
+        means = [
+            F.cross_entropy(model(x[i : i + batch_size])[0], y[i : i + batch_size]).item()
+            for i in range(0, len(x), batch_size)
+        ]
     model.train(was_training)
     return float(np.exp(np.mean(means)))
 
@@ -216,8 +235,12 @@ def _(model, x, y, batch_size=4096):
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        total = sum(F.cross_entropy(model(x[i:i + batch_size])[0], y[i:i + batch_size],
-                                    reduction="sum").item() for i in range(0, len(x), batch_size))
+        total = sum(
+            F.cross_entropy(
+                model(x[i : i + batch_size])[0], y[i : i + batch_size], reduction="sum"
+            ).item()
+            for i in range(0, len(x), batch_size)
+        )
     model.train(was_training)
     return total / len(x)
 
@@ -226,8 +249,12 @@ def _(model, x, y, batch_size=4096):
 def _(model, x, y, batch_size=4096):
     _sizes(x, y)
     with torch.no_grad():
-        total = sum(F.cross_entropy(model(x[i:i + batch_size])[0], y[i:i + batch_size],
-                                    reduction="sum").item() for i in range(0, len(x), batch_size))
+        total = sum(
+            F.cross_entropy(
+                model(x[i : i + batch_size])[0], y[i : i + batch_size], reduction="sum"
+            ).item()
+            for i in range(0, len(x), batch_size)
+        )
     return float(np.exp(total / len(x)))
 
 
@@ -236,21 +263,34 @@ def _(model, x, y, batch_size=4096):
     _sizes(x, y)
     model.eval()
     with torch.no_grad():
-        total = sum(F.cross_entropy(model(x[i:i + batch_size])[0], y[i:i + batch_size],
-                                    reduction="sum").item() for i in range(0, len(x), batch_size))
+        total = sum(
+            F.cross_entropy(
+                model(x[i : i + batch_size])[0], y[i : i + batch_size], reduction="sum"
+            ).item()
+            for i in range(0, len(x), batch_size)
+        )
     return float(np.exp(total / len(x)))
 
 
-@bug("evaluate_perplexity", "drops_last_batch", "range(len(x) // batch_size): the short batch is lost")
+@bug(
+    "evaluate_perplexity",
+    "drops_last_batch",
+    "range(len(x) // batch_size): the short batch is lost",
+)
 def _(model, x, y, batch_size=4096):
     _sizes(x, y)
     was_training = model.training
     model.eval()
     with torch.no_grad():
         batches = max(1, len(x) // batch_size)
-        total = sum(F.cross_entropy(model(x[b * batch_size:(b + 1) * batch_size])[0],
-                                    y[b * batch_size:(b + 1) * batch_size], reduction="sum").item()
-                    for b in range(batches))
+        total = sum(
+            F.cross_entropy(
+                model(x[b * batch_size : (b + 1) * batch_size])[0],
+                y[b * batch_size : (b + 1) * batch_size],
+                reduction="sum",
+            ).item()
+            for b in range(batches)
+        )
         count = min(len(x), batches * batch_size)
     model.train(was_training)
     return float(np.exp(total / count))
@@ -263,11 +303,63 @@ def _(model, x, y, batch_size=4096):
     model.eval()
     total = 0.0
     for i in range(0, len(x), batch_size):
-        loss = F.cross_entropy(model(x[i:i + batch_size])[0], y[i:i + batch_size], reduction="sum")
+        loss = F.cross_entropy(
+            model(x[i : i + batch_size])[0], y[i : i + batch_size], reduction="sum"
+        )
         loss.backward()
         total += loss.item()
     model.train(was_training)
     return float(np.exp(total / len(x)))
+
+
+# ------------------------ special tokens, the caller's data, autograd, stale gradients (issue 18)
+
+
+@bug("context_target_pairs", "pads_with_zero", "pads the contexts with a hard-coded 0, not bos_id")
+def _(sequences, context_length, bos_id=0):
+    _length(context_length)
+    return _pairs([_pad(s, context_length, 0) for s in sequences], context_length)
+
+
+@bug(
+    "context_target_pairs", "pads_the_callers_lists", "inserts the padding into the caller's lists"
+)
+def _(sequences, context_length, bos_id=0):
+    _length(context_length)
+    padded = []
+    for sequence in sequences:
+        ids = sequence if isinstance(sequence, list) else list(sequence)
+        ids[:0] = [bos_id] * (context_length - 1)
+        padded.append(np.asarray(ids, dtype=np.int64))
+    return _pairs(padded, context_length)
+
+
+@bug(
+    "MLPLanguageModel",
+    "loss_outside_autograd",
+    "cross-entropy computed in NumPy: the right value, but no gradient flows",
+)
+class _(Reference):
+    def forward(self, x, y=None):
+        logits, _ = super().forward(x)
+        if y is None:
+            return logits, None
+        probs = F.softmax(logits, dim=-1).detach().numpy()
+        return logits, torch.tensor(-np.log(probs[np.arange(len(y)), y.numpy()]).mean())
+
+
+@bug(
+    "training_step",
+    "zero_grad_after_step",
+    "optimizer.zero_grad() after step(): stale gradients join the first update",
+)
+def _(model, optimizer, x, y):
+    model.train()
+    _, loss = model(x, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.item()
 
 
 # ------------------------------------------------------- correct, but not like the reference
@@ -284,7 +376,7 @@ def _(sequences, context_length, bos_id=0):
     for sequence in sequences:
         padded = [bos_id] * context_length + [int(t) for t in sequence][1:]
         for i in range(context_length, len(padded)):
-            contexts.append(padded[i - context_length:i])
+            contexts.append(padded[i - context_length : i])
             targets.append(padded[i])
     x = torch.tensor(contexts, dtype=torch.long).reshape(-1, context_length)
     return x, torch.tensor(targets, dtype=torch.long)
@@ -298,7 +390,7 @@ def _(sequences, context_length, bos_id=0):
     for sequence in sequences:
         ids = torch.as_tensor(np.asarray(sequence), dtype=torch.long)
         padded = torch.cat([torch.full((context_length,), bos_id, dtype=torch.long), ids[1:]])
-        windows.append(padded.unfold(0, context_length + 1, 1))   # (len - context_length, n)
+        windows.append(padded.unfold(0, context_length + 1, 1))  # (len - context_length, n)
     windows = torch.cat(windows)
     return windows[:, :context_length].contiguous(), windows[:, context_length].contiguous()
 
@@ -319,8 +411,8 @@ class _(torch.nn.Module):
     def forward(self, x, y=None):
         if len(x.shape) != 2 or x.shape[1] != self.context_length:
             raise ValueError(f"x has shape {tuple(x.shape)}: need (B, {self.context_length})")
-        rows = self.embedding.weight[x]                   # (B, n - 1, d): the rows of C
-        joined = rows.reshape(x.shape[0], -1)             # first token's vector first
+        rows = self.embedding.weight[x]  # (B, n - 1, d): the rows of C
+        joined = rows.reshape(x.shape[0], -1)  # first token's vector first
         h = torch.tanh(joined @ self.hidden.weight.T + self.hidden.bias)
         logits = h @ self.output.weight.T + self.output.bias
         if y is None:
@@ -393,9 +485,9 @@ def _(model, x, y, batch_size=4096):
     was_training = model.training
     model.eval()
     with torch.inference_mode():
-        weighted = []                                     # each batch mean times its size
+        weighted = []  # each batch mean times its size
         for start in range(0, len(x), batch_size):
-            xb, yb = x[start:start + batch_size], y[start:start + batch_size]
+            xb, yb = x[start : start + batch_size], y[start : start + batch_size]
             weighted.append(F.cross_entropy(model(xb)[0], yb).item() * len(yb))
     if was_training:
         model.train()
