@@ -24,8 +24,10 @@ BUGS, ALTERNATIVES, bug, correct = new_registry()
 
 
 def _as_pairs(centers, contexts):
-    return (np.asarray(centers, dtype=np.int64).reshape(-1),
-            np.asarray(contexts, dtype=np.int64).reshape(-1))
+    return (
+        np.asarray(centers, dtype=np.int64).reshape(-1),
+        np.asarray(contexts, dtype=np.int64).reshape(-1),
+    )
 
 
 # -------------------------------------------------------------------------- skipgram_pairs
@@ -57,7 +59,11 @@ def _(ids, window):
     return _as_pairs(centers, contexts)
 
 
-@bug("skipgram_pairs", "window_off_by_one", "range(1, window): the words exactly `window` away are missed")
+@bug(
+    "skipgram_pairs",
+    "window_off_by_one",
+    "range(1, window): the words exactly `window` away are missed",
+)
 def _(ids, window):
     if window < 1:
         raise ValueError("window must be at least 1")
@@ -82,8 +88,11 @@ def _(ids, window):
     return np.concatenate(centers), np.concatenate(contexts)
 
 
-@bug("skipgram_pairs", "short_sequence_crash",
-     "np.concatenate of nothing: crashes on a sequence of one word")
+@bug(
+    "skipgram_pairs",
+    "short_sequence_crash",
+    "np.concatenate of nothing: crashes on a sequence of one word",
+)
 def _(ids, window):
     if window < 1:
         raise ValueError("window must be at least 1")
@@ -121,8 +130,11 @@ def _(counts, power=0.75):
     return counts / counts.sum()
 
 
-@bug("noise_distribution", "normalised_before_power",
-     "(counts / total) ** power, never renormalised: does not sum to 1")
+@bug(
+    "noise_distribution",
+    "normalised_before_power",
+    "(counts / total) ** power, never renormalised: does not sum to 1",
+)
 def _(counts, power=0.75):
     counts = _checked_counts(counts)
     return (counts / counts.sum()) ** power
@@ -131,14 +143,14 @@ def _(counts, power=0.75):
 @bug("noise_distribution", "power_hard_coded", "counts ** 0.75 whatever `power` says")
 def _(counts, power=0.75):
     counts = _checked_counts(counts)
-    weights = counts ** 0.75
+    weights = counts**0.75
     return weights / weights.sum()
 
 
 @bug("noise_distribution", "zero_to_the_zero", "0 ** 0 = 1: with power 0 an unseen word is drawn")
 def _(counts, power=0.75):
     counts = _checked_counts(counts)
-    weights = counts ** power
+    weights = counts**power
     return weights / weights.sum()
 
 
@@ -152,26 +164,36 @@ def _(counts, power=0.75):
 # ------------------------------------------------------------------ negative_sampling_loss
 
 
-@bug("negative_sampling_loss", "log_of_sigmoid",
-     "torch.log(torch.sigmoid(x)): log 0 = -inf for scores far from 0")
+@bug(
+    "negative_sampling_loss",
+    "log_of_sigmoid",
+    "torch.log(torch.sigmoid(x)): log 0 = -inf for scores far from 0",
+)
 def _(scores):
     real, noise = scores[:, 0], scores[:, 1:]
     return -(torch.log(torch.sigmoid(real)) + torch.log(torch.sigmoid(-noise)).sum(dim=1)).mean()
 
 
-@bug("negative_sampling_loss", "log_one_plus_exp",
-     "log(1 + exp(-x)) written out: exp overflows to inf for large scores")
+@bug(
+    "negative_sampling_loss",
+    "log_one_plus_exp",
+    "log(1 + exp(-x)) written out: exp overflows to inf for large scores",
+)
 def _(scores):
     softplus = lambda x: torch.log(1 + torch.exp(x))
     return (softplus(-scores[:, 0]) + softplus(scores[:, 1:]).sum(dim=1)).mean()
 
 
-@bug("negative_sampling_loss", "epsilon_in_log",
-     "log(sigmoid(x) + 1e-10): finite, but wrong by far for scores far from 0")
+@bug(
+    "negative_sampling_loss",
+    "epsilon_in_log",
+    "log(sigmoid(x) + 1e-10): finite, but wrong by far for scores far from 0",
+)
 def _(scores):
     real, noise = scores[:, 0], scores[:, 1:]
-    return -(torch.log(torch.sigmoid(real) + 1e-10)
-             + torch.log(torch.sigmoid(-noise) + 1e-10).sum(dim=1)).mean()
+    return -(
+        torch.log(torch.sigmoid(real) + 1e-10) + torch.log(torch.sigmoid(-noise) + 1e-10).sum(dim=1)
+    ).mean()
 
 
 @bug("negative_sampling_loss", "sum_over_rows", "sums over the batch instead of averaging")
@@ -186,8 +208,11 @@ def _(scores):
     return -(F.logsigmoid(real) + F.logsigmoid(noise).sum(dim=1)).mean()
 
 
-@bug("negative_sampling_loss", "mean_over_noise",
-     "averages the K noise terms instead of summing them")
+@bug(
+    "negative_sampling_loss",
+    "mean_over_noise",
+    "averages the K noise terms instead of summing them",
+)
 def _(scores):
     real, noise = scores[:, 0], scores[:, 1:]
     return -(F.logsigmoid(real) + F.logsigmoid(-noise).mean(dim=1)).mean()
@@ -250,13 +275,16 @@ def _(embeddings, query, k=10):
     return _ranked(-(rows - rows[query]).norm(dim=1), k, [query])
 
 
-@bug("nearest_neighbours", "drop_first",
-     "drops the first of the ranking, assuming it is the query: wrong when a word ties with it")
+@bug(
+    "nearest_neighbours",
+    "drop_first",
+    "drops the first of the ranking, assuming it is the query: wrong when a word ties with it",
+)
 def _(embeddings, query, k=10):
     _check_id(embeddings, query)
     unit = _unit(_rows(embeddings))
     order = np.argsort(-(unit @ unit[query]).numpy(), kind="stable")
-    return [int(i) for i in order[1:k + 1]]
+    return [int(i) for i in order[1 : k + 1]]
 
 
 @bug("nearest_neighbours", "no_range_check", "query -1 quietly means the last word")
@@ -312,6 +340,73 @@ def _(embeddings, a, b, c, k=1):
     return _ranked(unit @ _unit(unit[b] - unit[a] + unit[c]), k, ids)
 
 
+# ------------------------------------- the caller's data, autograd, dtypes (the classes of issue 18)
+
+
+@bug(
+    "noise_distribution",
+    "power_in_place",
+    "counts **= power on np.asarray(counts): a float array of the caller is overwritten",
+)
+def _(counts, power=0.75):
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.ndim != 1 or counts.size == 0 or (counts < 0).any() or counts.sum() == 0:
+        raise ValueError("bad counts")
+    seen = counts > 0
+    counts[seen] **= power
+    counts /= counts.sum()
+    return counts
+
+
+def _softplus_loss(scores):
+    return (F.softplus(-scores[:, 0]) + F.softplus(scores[:, 1:]).sum(dim=1)).mean()
+
+
+@bug("negative_sampling_loss", "float32", "scores.float(): a float64 batch comes back float32")
+def _(scores):
+    return _softplus_loss(scores.float())
+
+
+@bug(
+    "negative_sampling_loss",
+    "negates_in_place",
+    "scores[:, 1:] *= -1: flips the caller's noise scores",
+)
+def _(scores):
+    scores[:, 1:] *= -1
+    return -F.logsigmoid(scores).sum(dim=1).mean()
+
+
+@bug(
+    "negative_sampling_loss",
+    "numpy_loss",
+    "computed in NumPy and wrapped in torch.tensor: no gradient flows",
+)
+def _(scores):
+    s = scores.detach().numpy()
+    per_row = np.logaddexp(0, -s[:, 0]) + np.logaddexp(0, s[:, 1:]).sum(axis=1)
+    return torch.tensor(per_row.mean(), dtype=scores.dtype)
+
+
+@bug(
+    "nearest_neighbours",
+    "normalises_in_place",
+    "embeddings /= norms: the caller's table is changed",
+)
+def _(embeddings, query, k=10):
+    _check_id(embeddings, query)
+    embeddings /= embeddings.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return _ranked(_rows(embeddings) @ _rows(embeddings)[query], k, [query])
+
+
+@bug("analogy", "normalises_in_place", "embeddings /= norms: the caller's table is changed")
+def _(embeddings, a, b, c, k=1):
+    _check_id(embeddings, a, b, c)
+    embeddings /= embeddings.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    unit = _rows(embeddings)
+    return _ranked(unit @ _unit(unit[b] - unit[a] + unit[c]), k, [a, b, c])
+
+
 # ---------------------------------------------------------------------------- alternatives
 
 
@@ -320,8 +415,12 @@ def _(ids, window):
     if window < 1:
         raise ValueError(f"window = {window}: must be 1 or more")
     words = [int(w) for w in np.asarray(ids).reshape(-1)]
-    pairs = [(words[i], words[j]) for i in range(len(words)) for j in range(len(words))
-             if i != j and abs(i - j) <= window]
+    pairs = [
+        (words[i], words[j])
+        for i in range(len(words))
+        for j in range(len(words))
+        if i != j and abs(i - j) <= window
+    ]
     centers = np.array([p[0] for p in pairs], dtype=np.int64)
     contexts = np.array([p[1] for p in pairs], dtype=np.int64)
     return centers, contexts
@@ -332,7 +431,7 @@ def _(counts, power=0.75):
     counts = np.array(counts, dtype=float)
     if counts.ndim != 1 or len(counts) == 0 or counts.min() < 0 or counts.max() == 0:
         raise ValueError("need non-negative counts, not all zero")
-    shares = counts / counts.sum()          # normalising first is fine if you renormalise after
+    shares = counts / counts.sum()  # normalising first is fine if you renormalise after
     weights = np.zeros_like(shares)
     seen = shares > 0
     weights[seen] = shares[seen] ** power
@@ -344,7 +443,7 @@ def _(counts, power=0.75):
     counts = [float(c) for c in counts]
     if not counts or min(counts) < 0 or sum(counts) == 0:
         raise ValueError("counts must be non-negative and not all zero")
-    weights = [c ** power if c > 0 else 0.0 for c in counts]
+    weights = [c**power if c > 0 else 0.0 for c in counts]
     total = sum(weights)
     return np.array([w / total for w in weights])
 
@@ -363,7 +462,7 @@ def _(scores):
         return torch.clamp(x, min=0) + torch.log1p(torch.exp(-x.abs()))
 
     signs = torch.ones_like(scores)
-    signs[:, 0] = -1                        # the real pair: softplus(-s); the noise: softplus(s)
+    signs[:, 0] = -1  # the real pair: softplus(-s); the noise: softplus(s)
     return softplus(signs * scores).sum() / scores.shape[0]
 
 
@@ -417,7 +516,7 @@ def _(embeddings, a, b, c, k=1):
     if min(a, b, c) < 0 or max(a, b, c) >= len(vectors):
         raise ValueError("a, b and c must be rows of the table")
     unit = F.normalize(vectors, dim=1)
-    target = unit[b] - unit[a] + unit[c]            # cosine_similarity normalises it itself
+    target = unit[b] - unit[a] + unit[c]  # cosine_similarity normalises it itself
     similarity = F.cosine_similarity(unit, target.unsqueeze(0), dim=1)
     similarity[[a, b, c]] = -2.0
     order = torch.argsort(similarity, descending=True).tolist()
