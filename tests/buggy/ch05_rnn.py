@@ -33,7 +33,11 @@ def _states(xs, h0, W_xh, W_hh, b_h):
 # -------------------------------------------------------------------------------- rnn_step
 
 
-@bug("rnn_step", "whh_not_transposed", "h_prev @ W_hh: the (out, in) recurrent matrix used as (in, out)")
+@bug(
+    "rnn_step",
+    "whh_not_transposed",
+    "h_prev @ W_hh: the (out, in) recurrent matrix used as (in, out)",
+)
 def _(x_t, h_prev, W_xh, W_hh, b_h):
     return torch.tanh(x_t @ W_xh.T + h_prev @ W_hh + b_h)
 
@@ -53,7 +57,11 @@ def _(x_t, h_prev, W_xh, W_hh, b_h):
     return torch.relu(x_t @ W_xh.T + h_prev @ W_hh.T + b_h)
 
 
-@bug("rnn_step", "bias_outside_tanh", "tanh(x_t W_xhᵀ + h_prev W_hhᵀ) + b_h: bias added after the tanh")
+@bug(
+    "rnn_step",
+    "bias_outside_tanh",
+    "tanh(x_t W_xhᵀ + h_prev W_hhᵀ) + b_h: bias added after the tanh",
+)
 def _(x_t, h_prev, W_xh, W_hh, b_h):
     return torch.tanh(x_t @ W_xh.T + h_prev @ W_hh.T) + b_h
 
@@ -61,7 +69,9 @@ def _(x_t, h_prev, W_xh, W_hh, b_h):
 # ----------------------------------------------------------------------------- rnn_forward
 
 
-@bug("rnn_forward", "starts_from_zeros", "the given h0 is ignored: every sequence starts from zeros")
+@bug(
+    "rnn_forward", "starts_from_zeros", "the given h0 is ignored: every sequence starts from zeros"
+)
 def _(xs, h0, W_xh, W_hh, b_h):
     return torch.stack(_states(xs, torch.zeros_like(h0), W_xh, W_hh, b_h), dim=1)
 
@@ -76,10 +86,13 @@ def _(xs, h0, W_xh, W_hh, b_h):
     return torch.stack([h0, *_states(xs, h0, W_xh, W_hh, b_h)], dim=1)
 
 
-@bug("rnn_forward", "h_not_carried", "every step starts again from h0 instead of the previous state")
+@bug(
+    "rnn_forward", "h_not_carried", "every step starts again from h0 instead of the previous state"
+)
 def _(xs, h0, W_xh, W_hh, b_h):
-    return torch.stack([torch.tanh(xs[:, t] @ W_xh.T + h0 @ W_hh.T + b_h)
-                        for t in range(xs.shape[1])], dim=1)
+    return torch.stack(
+        [torch.tanh(xs[:, t] @ W_xh.T + h0 @ W_hh.T + b_h) for t in range(xs.shape[1])], dim=1
+    )
 
 
 @bug("rnn_forward", "time_batch_swapped", "loops over dim 0 (the batch) as if xs were time first")
@@ -99,18 +112,34 @@ def _(xs, h0, W_xh, W_hh, b_h):
 # ---------------------------------------------------------------------------- rnn_backward
 
 
-def _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, *, carry=True, whh_state="before",
-              slope="own", h0_through_whh=True, backwards=True, whh_transposed=False):
+def _backward(
+    xs,
+    h0,
+    W_xh,
+    W_hh,
+    b_h,
+    grad_hs,
+    *,
+    carry=True,
+    whh_state="before",
+    slope="own",
+    h0_through_whh=True,
+    backwards=True,
+    whh_transposed=False,
+):
     """BPTT with switches: every switch off its default is one of the bugs below."""
     states = _states(xs, h0, W_xh, W_hh, b_h)
     before = [h0, *states[:-1]]
-    grads = {"W_xh": torch.zeros_like(W_xh), "W_hh": torch.zeros_like(W_hh),
-             "b_h": torch.zeros_like(b_h)}
+    grads = {
+        "W_xh": torch.zeros_like(W_xh),
+        "W_hh": torch.zeros_like(W_hh),
+        "b_h": torch.zeros_like(b_h),
+    }
     d_hs = torch.zeros_like(grad_hs)
     from_later = torch.zeros_like(h0)
     steps = range(xs.shape[1])
     delta = torch.zeros_like(h0)
-    for t in (reversed(steps) if backwards else steps):
+    for t in reversed(steps) if backwards else steps:
         d = grad_hs[:, t] + (from_later if carry else 0)
         if slope == "none":
             delta = d
@@ -127,7 +156,11 @@ def _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, *, carry=True, whh_state="before
     return grads
 
 
-@bug("rnn_backward", "no_gradient_from_later", "d_t = grad_hs[:, t] only: nothing flows back from step t + 1")
+@bug(
+    "rnn_backward",
+    "no_gradient_from_later",
+    "d_t = grad_hs[:, t] only: nothing flows back from step t + 1",
+)
 def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
     return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, carry=False)
 
@@ -137,7 +170,11 @@ def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
     return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, whh_state="after")
 
 
-@bug("rnn_backward", "no_tanh_derivative", "delta_t = d_t: the factor 1 - h_t² of the tanh is forgotten")
+@bug(
+    "rnn_backward",
+    "no_tanh_derivative",
+    "delta_t = d_t: the factor 1 - h_t² of the tanh is forgotten",
+)
 def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
     return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, slope="none")
 
@@ -152,12 +189,20 @@ def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
     return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, h0_through_whh=False)
 
 
-@bug("rnn_backward", "forward_in_time", "the loop runs t = 1 .. T: the carried gradient flows the wrong way")
+@bug(
+    "rnn_backward",
+    "forward_in_time",
+    "the loop runs t = 1 .. T: the carried gradient flows the wrong way",
+)
 def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
     return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, backwards=False)
 
 
-@bug("rnn_backward", "whh_transposed_back", "delta_{t+1} @ W_hh.T carried back instead of delta_{t+1} @ W_hh")
+@bug(
+    "rnn_backward",
+    "whh_transposed_back",
+    "delta_{t+1} @ W_hh.T carried back instead of delta_{t+1} @ W_hh",
+)
 def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
     return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, whh_transposed=True)
 
@@ -202,7 +247,9 @@ def _(grads, max_norm):
     return clipped, _joint_norm(clipped)
 
 
-@bug("clip_by_global_norm", "always_rescale", "scale = max_norm / norm even when the norm is smaller")
+@bug(
+    "clip_by_global_norm", "always_rescale", "scale = max_norm / norm even when the norm is smaller"
+)
 def _(grads, max_norm):
     _positive(max_norm)
     norm = _joint_norm(grads)
@@ -216,7 +263,11 @@ def _(grads, max_norm):
     return [g * min(1.0, max_norm / (norm + 1e-6)) for g in grads], norm
 
 
-@bug("clip_by_global_norm", "no_eps", "max_norm / norm without the 1e-6: all-zero gradients divide by 0")
+@bug(
+    "clip_by_global_norm",
+    "no_eps",
+    "max_norm / norm without the 1e-6: all-zero gradients divide by 0",
+)
 def _(grads, max_norm):
     _positive(max_norm)
     norm = _joint_norm(grads)
@@ -227,6 +278,40 @@ def _(grads, max_norm):
 def _(grads, max_norm):
     norm = _joint_norm(grads)
     return [g * min(1.0, max_norm / (norm + 1e-6)) for g in grads], norm
+
+
+# ------------------------------------------------- dtypes and the caller's data (issue 18)
+
+
+@bug("rnn_forward", "float32_buffer", "states stored in torch.zeros(B, T, H): float32, rounded")
+def _(xs, h0, W_xh, W_hh, b_h):
+    B, T, _ = xs.shape
+    hs = torch.zeros(B, T, W_hh.shape[0])
+    h = h0
+    for t in range(T):
+        h = torch.tanh(xs[:, t] @ W_xh.T + h @ W_hh.T + b_h)
+        hs[:, t] = h
+    return hs
+
+
+@bug("clip_by_global_norm", "in_place", "g.mul_(scale): clips the caller's tensors in place")
+def _(grads, max_norm):
+    _positive(max_norm)
+    norm = _joint_norm(grads)
+    for g in grads:
+        g.mul_(min(1.0, max_norm / (norm + 1e-6)))
+    return list(grads), norm
+
+
+@bug(
+    "clip_by_global_norm",
+    "returns_float64",
+    "[g.double() * scale ...]: float32 gradients come back float64",
+)
+def _(grads, max_norm):
+    _positive(max_norm)
+    norm = _joint_norm(grads)
+    return [g.double() * min(1.0, max_norm / (norm + 1e-6)) for g in grads], norm
 
 
 # ---------------------------------------------------------------- correct, written differently
@@ -251,8 +336,9 @@ def _(xs, h0, W_xh, W_hh, b_h):
     hs = torch.empty(B, T, W_hh.shape[0], dtype=xs.dtype)
     h = h0
     for t in range(T):
-        h = torch.tanh(torch.einsum("bd,hd->bh", xs[:, t], W_xh)
-                       + torch.einsum("bk,hk->bh", h, W_hh) + b_h)
+        h = torch.tanh(
+            torch.einsum("bd,hd->bh", xs[:, t], W_xh) + torch.einsum("bk,hk->bh", h, W_hh) + b_h
+        )
         hs[:, t] = h
     return hs
 
@@ -268,8 +354,8 @@ def _(xs, h0, W_xh, W_hh, b_h):
 
 @correct("rnn_backward", "all_slopes_first_then_einsum")
 def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
-    hs = torch.stack(_states(xs, h0, W_xh, W_hh, b_h), dim=1)        # (B, T, H)
-    slopes = 1 - hs ** 2                                              # every tanh' at once
+    hs = torch.stack(_states(xs, h0, W_xh, W_hh, b_h), dim=1)  # (B, T, H)
+    slopes = 1 - hs**2  # every tanh' at once
     T = xs.shape[1]
     deltas = torch.zeros_like(hs)
     d_hs = torch.zeros_like(hs)
@@ -280,11 +366,13 @@ def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
         if t > 0:
             d = grad_hs[:, t - 1] + deltas[:, t] @ W_hh
     before = torch.cat([h0[:, None], hs[:, :-1]], dim=1)
-    return {"W_xh": torch.einsum("bth,btd->hd", deltas, xs),
-            "W_hh": torch.einsum("bth,btk->hk", deltas, before),
-            "b_h": deltas.sum(dim=(0, 1)),
-            "h0": deltas[:, 0] @ W_hh,
-            "hs": d_hs}
+    return {
+        "W_xh": torch.einsum("bth,btd->hd", deltas, xs),
+        "W_hh": torch.einsum("bth,btk->hk", deltas, before),
+        "b_h": deltas.sum(dim=(0, 1)),
+        "h0": deltas[:, 0] @ W_hh,
+        "hs": d_hs,
+    }
 
 
 @correct("rnn_backward", "numpy_per_step")
@@ -297,7 +385,7 @@ def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
     dWx, dWh, db = np.zeros_like(Wx), np.zeros_like(Wh), np.zeros_like(b)
     d_hs = np.zeros_like(g)
     carry = np.zeros_like(h[0])
-    for t in range(x.shape[1], 0, -1):              # h[t] is h_t, h[t - 1] the state before
+    for t in range(x.shape[1], 0, -1):  # h[t] is h_t, h[t - 1] the state before
         d = g[:, t - 1] + carry
         d_hs[:, t - 1] = d
         delta = d * (1 - h[t] ** 2)
@@ -305,8 +393,10 @@ def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
         dWh += delta.T @ h[t - 1]
         db += delta.sum(axis=0)
         carry = delta @ Wh
-    return {k: torch.from_numpy(v) for k, v in
-            {"W_xh": dWx, "W_hh": dWh, "b_h": db, "h0": carry, "hs": d_hs}.items()}
+    return {
+        k: torch.from_numpy(v)
+        for k, v in {"W_xh": dWx, "W_hh": dWh, "b_h": db, "h0": carry, "hs": d_hs}.items()
+    }
 
 
 @correct("clip_by_global_norm", "vector_norm_of_concatenation")
