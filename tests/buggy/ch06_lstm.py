@@ -35,7 +35,11 @@ def _step(x_t, h, c, W_ih, W_hh, b):
 # ------------------------------------------------------------------------------- lstm_step
 
 
-@bug("lstm_step", "gate_order_ifog", "blocks read as i, f, o, g (the order of some papers), not torch's i, f, g, o")
+@bug(
+    "lstm_step",
+    "gate_order_ifog",
+    "blocks read as i, f, o, g (the order of some papers), not torch's i, f, g, o",
+)
 def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
     i, f, o, g = _pre(x_t, h_prev, W_ih, W_hh, b)
     c = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
@@ -63,7 +67,9 @@ def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
     return torch.sigmoid(o) * torch.tanh(c), c
 
 
-@bug("lstm_step", "sigmoid_candidate", "sigmoid on the candidate g, so new content is never negative")
+@bug(
+    "lstm_step", "sigmoid_candidate", "sigmoid on the candidate g, so new content is never negative"
+)
 def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
     i, f, g, o = _pre(x_t, h_prev, W_ih, W_hh, b)
     c = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.sigmoid(g)
@@ -79,7 +85,11 @@ def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
 # ---------------------------------------------------------------------------- lstm_forward
 
 
-@bug("lstm_forward", "ignores_h0_c0", "every sequence starts from zero states: the given h0 and c0 are ignored")
+@bug(
+    "lstm_forward",
+    "ignores_h0_c0",
+    "every sequence starts from zero states: the given h0 and c0 are ignored",
+)
 def _(xs, h0, c0, W_ih, W_hh, b):
     h, c, states = torch.zeros_like(h0), torch.zeros_like(c0), []
     for t in range(xs.shape[1]):
@@ -88,7 +98,11 @@ def _(xs, h0, c0, W_ih, W_hh, b):
     return torch.stack(states, dim=1), (h, c)
 
 
-@bug("lstm_forward", "c_not_carried", "the cell state is reset to c0 at every step; only h is carried")
+@bug(
+    "lstm_forward",
+    "c_not_carried",
+    "the cell state is reset to c0 at every step; only h is carried",
+)
 def _(xs, h0, c0, W_ih, W_hh, b):
     h, c, states = h0, c0, []
     for t in range(xs.shape[1]):
@@ -97,7 +111,11 @@ def _(xs, h0, c0, W_ih, W_hh, b):
     return torch.stack(states, dim=1), (h, c)
 
 
-@bug("lstm_forward", "cell_states_as_hs", "hs collects the cell states c_t instead of the hidden states")
+@bug(
+    "lstm_forward",
+    "cell_states_as_hs",
+    "hs collects the cell states c_t instead of the hidden states",
+)
 def _(xs, h0, c0, W_ih, W_hh, b):
     h, c, states = h0, c0, []
     for t in range(xs.shape[1]):
@@ -123,7 +141,11 @@ def _(xs, h0, c0, W_ih, W_hh, b):
     return torch.stack(states, dim=1), (h, c)
 
 
-@bug("lstm_forward", "final_c_one_step_early", "the final pair is (h_T, c_{T-1}): c saved before the last update")
+@bug(
+    "lstm_forward",
+    "final_c_one_step_early",
+    "the final pair is (h_T, c_{T-1}): c saved before the last update",
+)
 def _(xs, h0, c0, W_ih, W_hh, b):
     h, c, states = h0, c0, []
     for t in range(xs.shape[1]):
@@ -140,12 +162,16 @@ def _gru_parts(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     return (x_t @ W_ih.T + b_ih).chunk(3, dim=-1), (h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
 
 
-@bug("gru_step", "reset_after_bias", "n = tanh(x_n + r * (h W_hnᵀ) + b_hn): the reset gate leaves out the recurrent bias")
+@bug(
+    "gru_step",
+    "reset_after_bias",
+    "n = tanh(x_n + r * (h W_hnᵀ) + b_hn): the reset gate leaves out the recurrent bias",
+)
 def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     (x_r, x_z, x_n), (u_r, u_z, _) = _gru_parts(x_t, h_prev, W_ih, W_hh, b_ih, b_hh)
     H = h_prev.shape[1]
     r, z = torch.sigmoid(x_r + u_r), torch.sigmoid(x_z + u_z)
-    n = torch.tanh(x_n + r * (h_prev @ W_hh[2 * H:].T) + b_hh[2 * H:])
+    n = torch.tanh(x_n + r * (h_prev @ W_hh[2 * H :].T) + b_hh[2 * H :])
     return (1 - z) * n + z * h_prev
 
 
@@ -157,12 +183,16 @@ def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     return z * n + (1 - z) * h_prev
 
 
-@bug("gru_step", "reset_before_matmul", "n = tanh(x_n + (r * h) W_hnᵀ + b_hn): the paper's variant, not torch's GRU")
+@bug(
+    "gru_step",
+    "reset_before_matmul",
+    "n = tanh(x_n + (r * h) W_hnᵀ + b_hn): the paper's variant, not torch's GRU",
+)
 def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     (x_r, x_z, x_n), (u_r, u_z, _) = _gru_parts(x_t, h_prev, W_ih, W_hh, b_ih, b_hh)
     H = h_prev.shape[1]
     r, z = torch.sigmoid(x_r + u_r), torch.sigmoid(x_z + u_z)
-    n = torch.tanh(x_n + (r * h_prev) @ W_hh[2 * H:].T + b_hh[2 * H:])
+    n = torch.tanh(x_n + (r * h_prev) @ W_hh[2 * H :].T + b_hh[2 * H :])
     return (1 - z) * n + z * h_prev
 
 
@@ -174,7 +204,9 @@ def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     return (1 - z) * n + z * h_prev
 
 
-@bug("gru_step", "no_reset_gate", "n = tanh(x_n + u_n): the reset gate is computed but never applied")
+@bug(
+    "gru_step", "no_reset_gate", "n = tanh(x_n + u_n): the reset gate is computed but never applied"
+)
 def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     (_, x_z, x_n), (_, u_z, u_n) = _gru_parts(x_t, h_prev, W_ih, W_hh, b_ih, b_hh)
     z = torch.sigmoid(x_z + u_z)
@@ -190,7 +222,11 @@ def _checked(length, n_classes):
         raise ValueError("need length >= 1 and n_classes >= 2")
 
 
-@bug("first_token_task", "distractors_in_class_range", "distractors drawn from 0 .. 2K - 1, so they include the classes")
+@bug(
+    "first_token_task",
+    "distractors_in_class_range",
+    "distractors drawn from 0 .. 2K - 1, so they include the classes",
+)
 def _(batch_size, length, n_classes, generator):
     _checked(length, n_classes)
     classes = torch.randint(n_classes, (batch_size,), generator=generator)
@@ -214,7 +250,11 @@ def _(batch_size, length, n_classes, generator):
     return torch.cat([classes[:, None], rest], dim=1), classes
 
 
-@bug("first_token_task", "ignores_generator", "draws from torch's global generator: the seed is ignored")
+@bug(
+    "first_token_task",
+    "ignores_generator",
+    "draws from torch's global generator: the seed is ignored",
+)
 def _(batch_size, length, n_classes, generator):
     _checked(length, n_classes)
     classes = torch.randint(n_classes, (batch_size,))
@@ -222,7 +262,11 @@ def _(batch_size, length, n_classes, generator):
     return torch.cat([classes[:, None], rest], dim=1), classes
 
 
-@bug("first_token_task", "own_fixed_seed", "makes its own generator with seed 0: every seed gives the same batch")
+@bug(
+    "first_token_task",
+    "own_fixed_seed",
+    "makes its own generator with seed 0: every seed gives the same batch",
+)
 def _(batch_size, length, n_classes, generator):
     _checked(length, n_classes)
     mine = torch.Generator().manual_seed(0)
@@ -231,7 +275,11 @@ def _(batch_size, length, n_classes, generator):
     return torch.cat([classes[:, None], rest], dim=1), classes
 
 
-@bug("first_token_task", "label_is_last_token", "y = x[:, -1]: the target is the last token, not the class")
+@bug(
+    "first_token_task",
+    "label_is_last_token",
+    "y = x[:, -1]: the target is the last token, not the class",
+)
 def _(batch_size, length, n_classes, generator):
     _checked(length, n_classes)
     classes = torch.randint(n_classes, (batch_size,), generator=generator)
@@ -243,9 +291,33 @@ def _(batch_size, length, n_classes, generator):
 @bug("first_token_task", "no_input_check", "length 0 and a single class are not refused")
 def _(batch_size, length, n_classes, generator):
     classes = torch.randint(n_classes, (batch_size,), generator=generator)
-    rest = torch.randint(n_classes, 2 * n_classes, (batch_size, max(length - 1, 0)),
-                         generator=generator)
+    rest = torch.randint(
+        n_classes, 2 * n_classes, (batch_size, max(length - 1, 0)), generator=generator
+    )
     return torch.cat([classes[:, None], rest], dim=1), classes
+
+
+# ------------------------------------------------------ dtypes and a batch of one (issue 18)
+
+
+@bug("lstm_forward", "float32_buffer", "states stored in torch.zeros(B, T, H): float32, rounded")
+def _(xs, h0, c0, W_ih, W_hh, b):
+    B, T, _ = xs.shape
+    hs = torch.zeros(B, T, h0.shape[1])
+    h, c = h0, c0
+    for t in range(T):
+        h, c = _step(xs[:, t], h, c, W_ih, W_hh, b)
+        hs[:, t] = h
+    return hs, (h, c)
+
+
+@bug("first_token_task", "squeezed_classes", "y = x[:, :1].squeeze(): a batch of one gets a 0-d y")
+def _(batch_size, length, n_classes, generator):
+    _checked(length, n_classes)
+    classes = torch.randint(n_classes, (batch_size, 1), generator=generator)
+    rest = torch.randint(n_classes, 2 * n_classes, (batch_size, length - 1), generator=generator)
+    x = torch.cat([classes, rest], dim=1)
+    return x, x[:, :1].squeeze()
 
 
 # ---------------------------------------------------------------------------- alternatives
@@ -256,9 +328,9 @@ def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
     H = h_prev.shape[1]
     a = torch.addmm(b, x_t, W_ih.t()) + torch.mm(h_prev, W_hh.t())
     i = torch.sigmoid(a[:, :H])
-    f = torch.sigmoid(a[:, H:2 * H])
-    g = torch.tanh(a[:, 2 * H:3 * H])
-    o = torch.sigmoid(a[:, 3 * H:])
+    f = torch.sigmoid(a[:, H : 2 * H])
+    g = torch.tanh(a[:, 2 * H : 3 * H])
+    o = torch.sigmoid(a[:, 3 * H :])
     c = f * c_prev + i * g
     return o * torch.tanh(c), c
 
@@ -286,12 +358,16 @@ def _(xs, h0, c0, W_ih, W_hh, b):
     H = h0.shape[1]
     hs = torch.empty(B, T, H, dtype=xs.dtype)
     h_last, c_last = torch.empty_like(h0), torch.empty_like(c0)
-    for s in range(B):                               # one sequence at a time
-        h, c = h0[s:s + 1], c0[s:s + 1]
+    for s in range(B):  # one sequence at a time
+        h, c = h0[s : s + 1], c0[s : s + 1]
         for t in range(T):
-            a = xs[s:s + 1, t] @ W_ih.T + h @ W_hh.T + b
-            i, f, g, o = (torch.sigmoid(a[:, :H]), torch.sigmoid(a[:, H:2 * H]),
-                          torch.tanh(a[:, 2 * H:3 * H]), torch.sigmoid(a[:, 3 * H:]))
+            a = xs[s : s + 1, t] @ W_ih.T + h @ W_hh.T + b
+            i, f, g, o = (
+                torch.sigmoid(a[:, :H]),
+                torch.sigmoid(a[:, H : 2 * H]),
+                torch.tanh(a[:, 2 * H : 3 * H]),
+                torch.sigmoid(a[:, 3 * H :]),
+            )
             c = f * c + i * g
             h = o * torch.tanh(c)
             hs[s, t] = h[0]
@@ -308,7 +384,7 @@ def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
     r = 1 / (1 + torch.exp(-(x_r + u_r)))
     z = 1 / (1 + torch.exp(-(x_z + u_z)))
     n = torch.tanh(x_n + r * u_n)
-    return h_prev + (1 - z) * (n - h_prev)           # = (1 - z) n + z h_prev
+    return h_prev + (1 - z) * (n - h_prev)  # = (1 - z) n + z h_prev
 
 
 @correct("first_token_task", "distractors_first_then_offset")
@@ -318,7 +394,7 @@ def _(batch_size, length, n_classes, generator):
     if n_classes < 2:
         raise ValueError("n_classes must be at least 2")
     x = torch.randint(0, n_classes, (batch_size, length), generator=generator)  # one draw
-    x[:, 1:] += n_classes                            # distractors moved into their own range
+    x[:, 1:] += n_classes  # distractors moved into their own range
     return x, x[:, 0].clone()
 
 
@@ -327,7 +403,10 @@ def _(batch_size, length, n_classes, generator):
     if length < 1 or n_classes < 2:
         raise ValueError("need length >= 1 and n_classes >= 2")
     uniform = torch.ones(n_classes)
-    columns = [torch.multinomial(uniform, batch_size, replacement=True, generator=generator)
-               + (n_classes if t > 0 else 0) for t in range(length - 1, -1, -1)]
+    columns = [
+        torch.multinomial(uniform, batch_size, replacement=True, generator=generator)
+        + (n_classes if t > 0 else 0)
+        for t in range(length - 1, -1, -1)
+    ]
     x = torch.stack(columns[::-1], dim=1)
     return x, x[:, 0].clone()
