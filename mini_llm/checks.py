@@ -72,6 +72,10 @@ def show(value: Any) -> str:
         return repr(value.item())
     if isinstance(value, np.random.Generator):
         return "<numpy Generator>"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
+        items = [show(v) for v in value[: _short.maxlist]]
+        items += ["..."] if len(value) > _short.maxlist else []
+        return f"[{', '.join(items)}]" if isinstance(value, list) else f"({', '.join(items)})"
     if callable(value) and hasattr(value, "__name__"):
         return value.__name__
     return _short.repr(value)

@@ -32,6 +32,10 @@ def test_describe_call_writes_the_call_on_one_line():
     assert describe_call(len, np.array([[0.5, 1.0], [0.0, 2.0]])) == "len([[0.5, 1.], [0., 2.]])"
     assert "\n" not in show(np.eye(3))
     assert show(np.zeros((10, 10))) == "<array of shape (10, 10), dtype float64>"
+    # arrays inside a list are shown like arrays: on one line, long ones abbreviated
+    assert show([np.eye(2), np.zeros((10, 10))]) == (
+        "[[[1., 0.], [0., 1.]], <array of shape (10, 10), dtype float64>]"
+    )
 
 
 def test_expect_equal_passes_on_equal_values():

@@ -299,6 +299,8 @@ def _(probabilities):
 @bug("perplexity", "squeezed", "np.squeeze then len(): a single probability crashes")
 def _(probabilities):
     probs = np.squeeze(_probs(probabilities))
+    if np.isnan(probs).any():
+        raise ValueError("nan is not a probability")
     with np.errstate(divide="ignore"):
         return float(np.exp(-np.log(probs).sum() / len(probs)))
 
