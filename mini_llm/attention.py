@@ -122,6 +122,7 @@ def multi_head_attention(
     W_o: torch.Tensor,
     n_heads: int,
     mask: torch.Tensor | None = None,
+    source: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Multi-head self-attention of ``x`` (..., T, d) with explicit (d, d) weights, stored as
     (out, in) like ``nn.Linear``: the outputs (..., T, d) and the weights (..., H, T, T).
@@ -129,16 +130,21 @@ def multi_head_attention(
     Q = x W_qᵀ, K = x W_kᵀ, V = x W_vᵀ are split into ``n_heads`` heads of d / n_heads features;
     each head attends on its own, the heads are put side by side again and mixed by W_o. The
     parameters are 4·d² whatever the number of heads. ``mask`` broadcasts to (..., T, T).
+
+    With ``source`` (..., S, d) it is cross-attention (chapter 9): the queries come from ``x``,
+    the keys and values from ``source``, and the weights are (..., H, T, S).
     """
-    out, weights = _attend_by_heads(x @ W_q.T, x @ W_k.T, x @ W_v.T, n_heads, mask)
+    source = x if source is None else source
+    out, weights = _attend_by_heads(x @ W_q.T, source @ W_k.T, source @ W_v.T, n_heads, mask)
     return out @ W_o.T, weights
 
 
 class MultiHeadAttention(nn.Module):
     """Multi-head self-attention as a module: four (d, d) projections, optionally with biases.
 
-    ``forward(x, mask=None)`` returns ``(out, weights)`` like :func:`multi_head_attention`, to
-    which it is equal when ``bias=False``.
+    ``forward(x, mask=None, source=None)`` returns ``(out, weights)`` like
+    :func:`multi_head_attention`, to which it is equal when ``bias=False``; with ``source`` the
+    keys and values come from it (cross-attention).
     """
 
     def __init__(self, d_model: int, n_heads: int, bias: bool = True):
@@ -148,8 +154,13 @@ class MultiHeadAttention(nn.Module):
         self.n_heads = n_heads
         self.q, self.k, self.v, self.o = (nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        out, weights = _attend_by_heads(self.q(x), self.k(x), self.v(x), self.n_heads, mask)
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, source: torch.Tensor | None = None
+    ):
+        source = x if source is None else source
+        out, weights = _attend_by_heads(
+            self.q(x), self.k(source), self.v(source), self.n_heads, mask
+        )
         return self.o(out), weights
 
 
