@@ -65,6 +65,9 @@ class TrainConfig:
     min_lr: float = 1e-4  # where the cosine ends
     warmup_iters: int = 100
     lr_decay_iters: int | None = None  # step where the cosine reaches min_lr (None: max_iters)
+    # "cosine": linear warm-up, then cosine decay to min_lr. "noam": the Transformer paper's
+    # warm-up then 1/sqrt(step) decay, peaking at learning_rate at step warmup_iters.
+    schedule: str = "cosine"
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.99
@@ -97,6 +100,10 @@ class TrainConfig:
         for name in ("warmup_iters", "eval_interval", "weight_decay", "grad_clip", "min_lr"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.schedule not in ("cosine", "noam"):
+            raise ValueError(f"schedule must be 'cosine' or 'noam', got {self.schedule!r}")
+        if self.schedule == "noam" and self.warmup_iters < 1:
+            raise ValueError("the noam schedule needs warmup_iters >= 1")
         if self.dtype not in ("auto", "bf16", "fp32"):
             raise ValueError(f"dtype must be 'auto', 'bf16' or 'fp32', got {self.dtype!r}")
 
@@ -116,11 +123,21 @@ class TrainingDivergedError(FloatingPointError):
     """The loss became NaN or infinite."""
 
 
-SCHEDULE_KEYS = ("learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "max_iters")
+SCHEDULE_KEYS = ("learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "max_iters",
+                 "schedule")
 
 
 def learning_rate_at(step: int, config: TrainConfig) -> float:
-    """Linear warm-up from ~0 to ``learning_rate``, then cosine decay down to ``min_lr``."""
+    """Linear warm-up from ~0 to ``learning_rate``, then cosine decay down to ``min_lr``.
+
+    With ``schedule="noam"``: :func:`mini_llm.transformer.noam_learning_rate` (steps counted
+    from 1), rescaled so that its peak, at step ``warmup_iters``, is ``learning_rate``.
+    """
+    if config.schedule == "noam":
+        from mini_llm.transformer import noam_learning_rate
+
+        warmup = config.warmup_iters
+        return config.learning_rate * noam_learning_rate(step + 1, 1, warmup) * warmup**0.5
     if step < config.warmup_iters:
         return config.learning_rate * (step + 1) / config.warmup_iters
     decay_end = config.lr_decay_iters or config.max_iters
@@ -144,8 +161,10 @@ def schedule_changes(saved: dict, config: TrainConfig) -> list[str]:
     made longer without touching its schedule.
     """
     ours = asdict(config)
+    saved = {"schedule": "cosine", **saved}  # checkpoints from before the noam option
     changed = [f"{key} {saved[key]} -> {ours[key]}"
-               for key in ("learning_rate", "min_lr", "warmup_iters") if saved[key] != ours[key]]
+               for key in ("schedule", "learning_rate", "min_lr", "warmup_iters")
+               if saved[key] != ours[key]]
     if _decay_end(saved) != _decay_end(ours):
         keys = [f"{key} {saved[key]} -> {ours[key]}"
                 for key in ("lr_decay_iters", "max_iters") if saved[key] != ours[key]]
@@ -158,8 +177,10 @@ def _check_schedule(saved: dict, config: TrainConfig, step: int) -> None:
     changed = schedule_changes(saved, config)
     if not changed or config.new_schedule:
         return
+    saved = {"schedule": "cosine", **saved}
     before = learning_rate_at(step, replace(config, **{k: saved[k] for k in SCHEDULE_KEYS}))
-    put_back = [f"{key}={saved[key]}" for key in ("learning_rate", "min_lr", "warmup_iters")
+    put_back = [f"{key}={saved[key]}"
+                for key in ("schedule", "learning_rate", "min_lr", "warmup_iters")
                 if saved[key] != getattr(config, key)]
     if _decay_end(saved) != _decay_end(asdict(config)):
         put_back.append(f"lr_decay_iters={_decay_end(saved)} (after it the rate stays at min_lr)")

@@ -116,6 +116,25 @@ def test_learning_rate_warms_up_then_follows_a_cosine_to_min_lr():
     assert learning_rate_at(500, config) == pytest.approx(0.1)
 
 
+def test_noam_schedule_is_the_papers_peaking_at_learning_rate():
+    from mini_llm.transformer import noam_learning_rate
+
+    config = TrainConfig(learning_rate=2.0, warmup_iters=16, max_iters=100, schedule="noam")
+    rates = [learning_rate_at(step, config) for step in range(100)]
+    assert int(np.argmax(rates)) == 15 and rates[15] == pytest.approx(2.0)  # step 16 of 1..100
+    # the paper's shape, rescaled: lr(step) / noam(step + 1) is the same at every step
+    ratios = [rate / noam_learning_rate(step + 1, 512, 16) for step, rate in enumerate(rates)]
+    assert max(ratios) == pytest.approx(min(ratios))
+    assert rates[63] == pytest.approx(1.0)  # step 64 = 4 x warm-up: half the peak
+    with pytest.raises(ValueError, match="schedule must be"):
+        TrainConfig(schedule="linear")
+    with pytest.raises(ValueError, match="warmup_iters >= 1"):
+        TrainConfig(schedule="noam", warmup_iters=0)
+    result = train(BengioMLP(), lambda: (torch.randint(7, (8, 3)), torch.randint(7, (8,))),
+                   quiet(max_iters=3, schedule="noam", warmup_iters=2))
+    assert result.step == 3
+
+
 def test_threads_apply_during_training_only():
     seen = []
 
