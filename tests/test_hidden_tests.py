@@ -52,6 +52,7 @@ ALTERNATIVES_REQUIRED = {
     "ch01_bigrams", "ch02_ngrams", "ch03_neural_lm", "ch04_embeddings", "ch05_rnn", "ch06_lstm",
     "ch07_attention",
     "ch08_self_attention",
+    "ch09_transformer",
 }
 """assignments whose every part must have a correct alternative (others may have some)"""
 

@@ -1,0 +1,423 @@
+"""Known-buggy answers to the ch09_transformer exercise: mistakes learners really make.
+
+Same layout as ``ch08_self_attention.py``: each function carries the name of the exercise part
+it answers and is registered in ``BUGS[name]`` with a one-line description; the hidden tests of
+the notebook must fail every one of them while the reference passes. Among them are the
+mistakes issue 11 lists: normalising over the wrong axis, the unbiased variance, ε outside the
+square root, the residual added after the norm in pre-LN, cross-attention with keys from the
+decoder, and a warm-up off by one. ``ALTERNATIVES`` (at the end) holds correct answers written
+differently, which the hidden tests must accept.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from mini_llm.attention import multi_head_attention
+
+from ._registry import new_registry
+
+REFERENCE = ("mini_llm.transformer",)
+"""the mini_llm modules that hold the reference of each graded part"""
+
+BUGS, ALTERNATIVES, bug, correct = new_registry()
+
+
+# ------------------------------------------------------------------------------------ layer_norm
+
+
+def _normalised(x, mean, variance, gamma, beta, eps):
+    return gamma * (x - mean) / torch.sqrt(variance + eps) + beta
+
+
+@bug("layer_norm", "wrong_axis", "mean and variance over the positions (dim=-2), not the features")
+def _(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-2, keepdim=True)
+    variance = ((x - mean) ** 2).mean(dim=-2, keepdim=True)
+    return _normalised(x, mean, variance, gamma, beta, eps)
+
+
+@bug("layer_norm", "unbiased_variance", "x.var(-1) divides by d - 1 (unbiased), not by d")
+def _(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    return _normalised(x, mean, x.var(dim=-1, keepdim=True), gamma, beta, eps)
+
+
+@bug("layer_norm", "eps_outside_sqrt", "(x - mean) / (sqrt(var) + eps): eps outside the root")
+def _(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    std = x.std(dim=-1, keepdim=True, unbiased=False)
+    return gamma * (x - mean) / (std + eps) + beta
+
+
+@bug("layer_norm", "no_gain_bias", "gamma and beta are ignored")
+def _(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(variance + eps)
+
+
+# ---------------------------------------------------------------------------------- feed_forward
+
+
+@bug("feed_forward", "no_relu", "two linear maps with nothing between them")
+def _(x, W1, b1, W2, b2):
+    return (x @ W1.T + b1) @ W2.T + b2
+
+
+@bug("feed_forward", "relu_on_output_too", "a ReLU after the second map as well")
+def _(x, W1, b1, W2, b2):
+    return torch.relu(torch.relu(x @ W1.T + b1) @ W2.T + b2)
+
+
+@bug("feed_forward", "bias_after_relu", "b1 added after the ReLU")
+def _(x, W1, b1, W2, b2):
+    return (torch.relu(x @ W1.T) + b1) @ W2.T + b2
+
+
+# ---------------------------------------------------------------------------- attention_sublayer
+
+
+def _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask):
+    def norm(h):
+        return F.layer_norm(h, h.shape[-1:], gamma, beta)
+
+    def attend(h, source):
+        return multi_head_attention(h, W_q, W_k, W_v, W_o, n_heads, mask, source=source)[0]
+
+    return norm, attend
+
+
+@bug(
+    "attention_sublayer",
+    "cross_keys_from_decoder",
+    "cross-attention with keys from the decoder's x (values from the source)",
+)
+def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+    norm, _ = _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask)
+
+    def attend(h):
+        if source is None:
+            return multi_head_attention(h, W_q, W_k, W_v, W_o, n_heads, mask)[0]
+        # keys from h: (T, T) scores; the mask is over the source, so it is dropped
+        scores = (h @ W_q.T) @ (h @ W_k.T).transpose(-2, -1) / math.sqrt(h.shape[-1])
+        values = (source @ W_v.T)[:, : h.shape[1]]
+        return torch.softmax(scores, dim=-1) @ values @ W_o.T
+
+    return x + attend(norm(x)) if norm_first else norm(x + attend(x))
+
+
+@bug(
+    "attention_sublayer",
+    "cross_all_from_decoder",
+    "cross-attention computed as self-attention: source is never used",
+)
+def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+    norm, attend = _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, None)
+    return x + attend(norm(x), None) if norm_first else norm(x + attend(x, None))
+
+
+@bug(
+    "attention_sublayer",
+    "pre_ln_residual_after_norm",
+    "pre-LN adds the output to LN(x) instead of x: LN(x) + MHA(LN(x))",
+)
+def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+    norm, attend = _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask)
+    if norm_first:
+        h = norm(x)
+        return h + attend(h, source)
+    return norm(x + attend(x, source))
+
+
+@bug(
+    "attention_sublayer",
+    "post_ln_norm_inside_residual",
+    "post-LN written as x + LN(MHA(x)): the norm is applied to the sub-layer only",
+)
+def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+    norm, attend = _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask)
+    return x + attend(norm(x), source) if norm_first else x + norm(attend(x, source))
+
+
+@bug(
+    "attention_sublayer",
+    "pre_ln_normalises_the_source",
+    "pre-LN also passes the encoder's output through this sub-layer's LayerNorm",
+)
+def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+    norm, attend = _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask)
+    if norm_first:
+        return x + attend(norm(x), None if source is None else norm(source))
+    return norm(x + attend(x, source))
+
+
+# ---------------------------------------------------------------------------- noam_learning_rate
+
+
+@bug("noam_learning_rate", "step_plus_one", "warm-up off by one: step + 1 used (counted from 0)")
+def _(step, d_model, warmup):
+    if step < 1 or d_model < 1 or warmup < 1:
+        raise ValueError("step, d_model and warmup must be >= 1")
+    step = step + 1
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@bug("noam_learning_rate", "step_minus_one", "warm-up off by one: the rate of step 1 is 0")
+def _(step, d_model, warmup):
+    if step < 1 or d_model < 1 or warmup < 1:
+        raise ValueError("step, d_model and warmup must be >= 1")
+    return d_model**-0.5 * min(step**-0.5, (step - 1) * warmup**-1.5)
+
+
+@bug("noam_learning_rate", "warmup_exponent", "warm-up term step · warmup^-0.5 (not ^-1.5)")
+def _(step, d_model, warmup):
+    if step < 1 or d_model < 1 or warmup < 1:
+        raise ValueError("step, d_model and warmup must be >= 1")
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-0.5)
+
+
+@bug("noam_learning_rate", "no_error_at_zero", "step 0 gives 0.0 instead of an error")
+def _(step, d_model, warmup):
+    if step == 0:
+        return 0.0
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+# ------------------------------------------------------------------- transformer_parameter_count
+
+
+def _count(
+    vocab_size,
+    d,
+    d_ff,
+    enc,
+    dec,
+    target,
+    cross,
+    positions,
+    finals,
+    *,
+    attention=None,
+    norm=None,
+    decoder_norms=3,
+):
+    attention = 4 * d * d + 4 * d if attention is None else attention
+    norm = 2 * d if norm is None else norm
+    ffn = 2 * d * d_ff + d_ff + d
+    encoder_layer = attention + ffn + 2 * norm
+    decoder_layer = (
+        2 * attention + ffn + decoder_norms * norm if cross else attention + ffn + 2 * norm
+    )
+    return (
+        (vocab_size + (target or 0) + positions) * d
+        + enc * encoder_layer
+        + dec * decoder_layer
+        + finals * norm
+    )
+
+
+@bug("transformer_parameter_count", "no_biases", "attention and feed-forward biases left out")
+def _(
+    vocab_size,
+    d_model,
+    d_ff,
+    encoder_layers,
+    decoder_layers,
+    *,
+    target_vocab_size=None,
+    cross_attention=True,
+    learned_positions=0,
+    final_norms=0,
+):
+    d = d_model
+    full = _count(
+        vocab_size,
+        d,
+        d_ff,
+        encoder_layers,
+        decoder_layers,
+        target_vocab_size,
+        cross_attention,
+        learned_positions,
+        final_norms,
+    )
+    attentions = encoder_layers + decoder_layers * (2 if cross_attention else 1)
+    return full - attentions * 4 * d - (encoder_layers + decoder_layers) * (d_ff + d)
+
+
+@bug("transformer_parameter_count", "norm_d_not_2d", "a LayerNorm counted as d, not 2d")
+def _(
+    vocab_size,
+    d_model,
+    d_ff,
+    encoder_layers,
+    decoder_layers,
+    *,
+    target_vocab_size=None,
+    cross_attention=True,
+    learned_positions=0,
+    final_norms=0,
+):
+    return _count(
+        vocab_size,
+        d_model,
+        d_ff,
+        encoder_layers,
+        decoder_layers,
+        target_vocab_size,
+        cross_attention,
+        learned_positions,
+        final_norms,
+        norm=d_model,
+    )
+
+
+@bug("transformer_parameter_count", "no_cross_attention", "decoder layers counted like encoders")
+def _(
+    vocab_size,
+    d_model,
+    d_ff,
+    encoder_layers,
+    decoder_layers,
+    *,
+    target_vocab_size=None,
+    cross_attention=True,
+    learned_positions=0,
+    final_norms=0,
+):
+    return _count(
+        vocab_size,
+        d_model,
+        d_ff,
+        encoder_layers,
+        decoder_layers,
+        target_vocab_size,
+        False,
+        learned_positions,
+        final_norms,
+    )
+
+
+@bug("transformer_parameter_count", "untied_output", "a separate output matrix (V x d) counted")
+def _(
+    vocab_size,
+    d_model,
+    d_ff,
+    encoder_layers,
+    decoder_layers,
+    *,
+    target_vocab_size=None,
+    cross_attention=True,
+    learned_positions=0,
+    final_norms=0,
+):
+    output = (target_vocab_size or vocab_size) * d_model
+    return output + _count(
+        vocab_size,
+        d_model,
+        d_ff,
+        encoder_layers,
+        decoder_layers,
+        target_vocab_size,
+        cross_attention,
+        learned_positions,
+        final_norms,
+    )
+
+
+# ---------------------------------------------------------------------------------- alternatives
+
+
+@correct("layer_norm", "numpy_rows")
+def _(x, gamma, beta, eps=1e-5):
+    array = x.detach().double().numpy()
+    flat = array.reshape(-1, array.shape[-1])
+    out = np.empty_like(flat)
+    for i, row in enumerate(flat):
+        out[i] = (row - row.mean()) / math.sqrt(row.var() + eps)
+    out = out.reshape(array.shape) * gamma.double().numpy() + beta.double().numpy()
+    return torch.from_numpy(out)
+
+
+@correct("layer_norm", "var_mean")
+def _(x, gamma, beta, eps=1e-5):
+    variance, mean = torch.var_mean(x, dim=-1, unbiased=False, keepdim=True)
+    return (x - mean) * torch.rsqrt(variance + eps) * gamma + beta
+
+
+@correct("feed_forward", "functional_linear")
+def _(x, W1, b1, W2, b2):
+    return F.linear(F.relu(F.linear(x, W1, b1)), W2, b2)
+
+
+@correct("feed_forward", "einsum_clamp")
+def _(x, W1, b1, W2, b2):
+    hidden = (torch.einsum("...d,fd->...f", x, W1) + b1).clamp(min=0)
+    return torch.einsum("...f,df->...d", hidden, W2) + b2
+
+
+@correct("attention_sublayer", "torch_sdpa_by_hand")
+def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+    def attend(h):
+        memory = h if source is None else source
+        B, T, d = h.shape
+        S = memory.shape[1]
+
+        def heads(t, length):
+            return t.view(B, length, n_heads, d // n_heads).permute(0, 2, 1, 3)
+
+        q, k, v = heads(h @ W_q.T, T), heads(memory @ W_k.T, S), heads(memory @ W_v.T, S)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=None if mask is None else mask[:, None]
+        )
+        return out.permute(0, 2, 1, 3).reshape(B, T, d) @ W_o.T
+
+    d = x.shape[-1]
+    if norm_first:
+        return x + attend(F.layer_norm(x, (d,), gamma, beta))
+    return F.layer_norm(x + attend(x), (d,), gamma, beta)
+
+
+@correct("noam_learning_rate", "branches")
+def _(step, d_model, warmup):
+    if min(step, d_model, warmup) < 1:
+        raise ValueError("step, d_model and warmup start at 1")
+    rate = step / warmup**1.5 if step < warmup else 1 / math.sqrt(step)
+    return rate / math.sqrt(d_model)
+
+
+@correct("transformer_parameter_count", "from_modules")
+def _(
+    vocab_size,
+    d_model,
+    d_ff,
+    encoder_layers,
+    decoder_layers,
+    *,
+    target_vocab_size=None,
+    cross_attention=True,
+    learned_positions=0,
+    final_norms=0,
+):
+    from torch import nn
+
+    def numel(module):
+        return sum(p.numel() for p in module.parameters())
+
+    encoder = numel(nn.TransformerEncoderLayer(d_model, 1, d_ff))
+    if cross_attention:
+        decoder = numel(nn.TransformerDecoderLayer(d_model, 1, d_ff))
+    else:
+        decoder = encoder
+    tables = vocab_size + (target_vocab_size or 0) + learned_positions
+    return (
+        tables * d_model
+        + encoder_layers * encoder
+        + decoder_layers * decoder
+        + final_norms * 2 * d_model
+    )
