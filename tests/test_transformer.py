@@ -28,6 +28,15 @@ from mini_llm.transformer import (
 D, H, D_FF = 16, 4, 40
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny tensors: one thread is fastest, and on a busy machine several can be far slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _pairs(count: int, seed: int, max_value: int = 999_999):
     """(words, digits) pairs of chapter 7's task, for random numbers up to ``max_value``."""
     numbers = np.random.default_rng(seed).integers(0, max_value + 1, size=count)
