@@ -7,10 +7,11 @@ import ast
 import json
 import re
 
+import numpy as np
 import pytest
 from _book_helpers import html_tables, read_page
 
-from mini_llm.seq2seq import vocabularies
+from mini_llm.seq2seq import is_held_out, number_pairs, vocabularies
 from mini_llm.transformer import transformer_parameter_count
 
 PAGE = "ch09_transformer"
@@ -88,7 +89,20 @@ def _percent(cell: str) -> list[float]:
 
 def test_transformer_against_gru(page, glued):
     assert shown(page, glued, "ch09_overlap") == 0  # disjoint by construction, and counted
-    assert shown(page, glued, "ch09_trained_numbers", ",") > 10_000
+    trained = shown(page, glued, "ch09_trained_numbers", ",")
+    # the page's training streams and test set, drawn again: disjoint, and counted right
+    steps = glued["ch09_steps"]
+    streams = set()
+    for seed in (0, 1, 2):
+        rng = np.random.default_rng(seed)
+        for _ in range(steps):
+            streams |= {int("".join(d)) for _, d in number_pairs(64, rng, "train")}
+    test = {
+        int("".join(d))
+        for _, d in number_pairs(1000, np.random.default_rng(99), "test", distinct=True)
+    }
+    assert len(streams) == trained and len(test) == 1000 and not streams & test
+    assert all(is_held_out(n) for n in test) and not any(is_held_out(n) for n in streams)
     raw, _ = page
     table = next(
         rows
