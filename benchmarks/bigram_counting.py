@@ -65,13 +65,17 @@ def main() -> None:
         "mini_llm count_ngrams": lambda: count_with_mini_llm(words, vocab),
     }
     medians = interleaved_medians(candidates, args.repeats)
-    print(f"{len(words):,} words, {len(vocab):,} word types, {len(grams):,} distinct bigrams; "
-          f"median of {args.repeats} runs")
+    print(
+        f"{len(words):,} words, {len(vocab):,} word types, {len(grams):,} distinct bigrams; "
+        f"median of {args.repeats} runs"
+    )
     for name, seconds in medians.items():
         print(f"  {name:<24} {seconds * 1000:8.1f} ms")
     ours = medians["mini_llm count_ngrams"]
-    print(f"speed-up vs Counter loop: {medians['Counter loop (peer)'] / ours:.2f}x; "
-          f"vs Counter(zip): {medians['Counter(zip) (peer)'] / ours:.2f}x")
+    print(
+        f"speed-up vs Counter loop: {medians['Counter loop (peer)'] / ours:.2f}x; "
+        f"vs Counter(zip): {medians['Counter(zip) (peer)'] / ours:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,12 @@ BUDGET_S = 90
 
 def execute_seconds(chapter: Path) -> float:
     notebook = read_myst_markdown_notebook(chapter.read_text(encoding="utf-8"), path=chapter)
-    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(chapter.parent)}})
+    client = NotebookClient(
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(chapter.parent)}},
+    )
     start = time.perf_counter()
     client.execute()
     return time.perf_counter() - start

@@ -63,17 +63,22 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"capability {torch.backends.cpu.get_cpu_capability()}; {cpu_linear.decision()}")
-    print(f"oneDNN available: {cpu_linear.onednn_available()}; {torch.get_num_threads()} threads; "
-          "forward + backward, median of", args.repeats)
+    print(
+        f"oneDNN available: {cpu_linear.onednn_available()}; {torch.get_num_threads()} threads; "
+        "forward + backward, median of",
+        args.repeats,
+    )
     print(f"  {'layer':18s} {'shape':>16s} {'nn.Linear':>20s} {'mini_llm Linear':>20s}  ratio")
     shapes = [(name, ROWS, *shape) for name, shape in LAYERS.items()]
     shapes.append(("square 1024", 1024, 1024, 1024))
     for name, rows, n_in, n_out in shapes:
         plain, ours = compare(rows, n_in, n_out, args.repeats if rows == ROWS else 20)
         flops = 3 * 2 * rows * n_in * n_out  # three products of rows x n_in x n_out
-        print(f"  {name:18s} {f'{rows}x{n_in}->{n_out}':>16s} "
-              f"{plain * 1e6:8.0f} us {flops / plain / 1e9:5.0f} GF/s "
-              f"{ours * 1e6:8.0f} us {flops / ours / 1e9:5.0f} GF/s  {plain / ours:5.2f}x")
+        print(
+            f"  {name:18s} {f'{rows}x{n_in}->{n_out}':>16s} "
+            f"{plain * 1e6:8.0f} us {flops / plain / 1e9:5.0f} GF/s "
+            f"{ours * 1e6:8.0f} us {flops / ours / 1e9:5.0f} GF/s  {plain / ours:5.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -35,17 +35,21 @@ def main():
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=82, **run.model)).eval()
     prompt = torch.randint(82, (1, 16))
-    print(f"shape {args.config} {' '.join(args.overrides)}: {model.num_parameters():,} parameters, "
-          f"prompt 16 tokens, greedy, batch 1, {torch.get_num_threads()} threads, "
-          f"median of {args.repeats}")
+    print(
+        f"shape {args.config} {' '.join(args.overrides)}: {model.num_parameters():,} parameters, "
+        f"prompt 16 tokens, greedy, batch 1, {torch.get_num_threads()} threads, "
+        f"median of {args.repeats}"
+    )
     for new_tokens in args.lengths:
         cached = model.generate(prompt, new_tokens, temperature=0, use_cache=True)
         uncached = model.generate(prompt, new_tokens, temperature=0, use_cache=False)
         assert torch.equal(cached, uncached), "the cache changed the tokens"
         with_cache = generation_tokens_per_s(model, prompt, new_tokens, True, args.repeats)
         without = generation_tokens_per_s(model, prompt, new_tokens, False, args.repeats)
-        print(f"  {new_tokens:4d} new tokens: {with_cache:8,.0f} tokens/s with cache, "
-              f"{without:8,.0f} without   ratio {with_cache / without:5.2f}x")
+        print(
+            f"  {new_tokens:4d} new tokens: {with_cache:8,.0f} tokens/s with cache, "
+            f"{without:8,.0f} without   ratio {with_cache / without:5.2f}x"
+        )
 
 
 if __name__ == "__main__":

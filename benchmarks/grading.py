@@ -39,9 +39,13 @@ ASSIGNMENT = "ch01_bigrams"
 def _answers(source) -> dict[str, str]:
     """grade_id -> reference answer of every answer cell (solution markers removed)."""
     markers = ("### BEGIN SOLUTION", "### END SOLUTION")
-    return {c.metadata["nbgrader"]["grade_id"]: "\n".join(
-        line for line in c.source.splitlines() if line.strip() not in markers)
-        for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    return {
+        c.metadata["nbgrader"]["grade_id"]: "\n".join(
+            line for line in c.source.splitlines() if line.strip() not in markers
+        )
+        for c in source.cells
+        if c.metadata.get("nbgrader", {}).get("solution")
+    }
 
 
 def _learner(release, answers: dict[str, str], kind: int):
@@ -77,15 +81,29 @@ def plain_nbgrader(root: Path) -> float:
     env = {**os.environ, "PATH": nbglue.executable_path()}
     for args in (["generate_assignment", ASSIGNMENT, "--force"], ["autograde", ASSIGNMENT]):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "nbgrader", *args],
+            cwd=root,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
     return time.perf_counter() - start  # the autograde step only
 
 
 def ours(root: Path, workers: int, in_kernel: bool = False) -> tuple[float, float]:
     start = time.perf_counter()
-    reports, _, _ = grade(Options(ASSIGNMENT, root, workers=workers, timeout_s=300,
-                                  cell_timeout_s=30, memory_mb=2048, in_kernel=in_kernel))
+    reports, _, _ = grade(
+        Options(
+            ASSIGNMENT,
+            root,
+            workers=workers,
+            timeout_s=300,
+            cell_timeout_s=30,
+            memory_mb=2048,
+            in_kernel=in_kernel,
+        )
+    )
     wall = time.perf_counter() - start
     return wall, statistics.median(r.seconds for r in reports)
 
@@ -93,8 +111,11 @@ def ours(root: Path, workers: int, in_kernel: bool = False) -> tuple[float, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=40)
-    parser.add_argument("--in-kernel", action="store_true",
-                        help="also time --workers 2 with nbgrader's in-kernel pass")
+    parser.add_argument(
+        "--in-kernel",
+        action="store_true",
+        help="also time --workers 2 with nbgrader's in-kernel pass",
+    )
     args = parser.parse_args()
     n = args.students
     runs = [("--workers 1", 1, False), ("--workers 2", 2, False)]
@@ -102,13 +123,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         peer = plain_nbgrader(make_course(scratch / "nbgrader", n))
-        timed = [(label, *ours(make_course(scratch / f"run{i}", n), workers, in_kernel))
-                 for i, (label, workers, in_kernel) in enumerate(runs)]
+        timed = [
+            (label, *ours(make_course(scratch / f"run{i}", n), workers, in_kernel))
+            for i, (label, workers, in_kernel) in enumerate(runs)
+        ]
     print(f"{n} submissions of {ASSIGNMENT}, seconds per notebook (wall / students):")
     print(f"  {'nbgrader autograde (no limits, in-kernel)':<42} {peer / n:6.2f}")
     for label, wall, median in timed:
-        print(f"  {'mini-llm grade ' + label:<42} {wall / n:6.2f}   median per student "
-              f"{median:5.2f}   throughput vs nbgrader {peer / wall:4.2f}x")
+        print(
+            f"  {'mini-llm grade ' + label:<42} {wall / n:6.2f}   median per student "
+            f"{median:5.2f}   throughput vs nbgrader {peer / wall:4.2f}x"
+        )
 
 
 if __name__ == "__main__":

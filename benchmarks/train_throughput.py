@@ -39,12 +39,22 @@ class HFWithLoss(torch.nn.Module):
 
     def __init__(self, config: GPTConfig, activation_function: str):
         super().__init__()
-        self.hf = GPT2LMHeadModel(GPT2Config(
-            vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.n_embd,
-            n_layer=config.n_layer, n_head=config.n_head, resid_pdrop=config.dropout,
-            embd_pdrop=config.dropout, attn_pdrop=config.dropout,
-            activation_function=activation_function,
-            bos_token_id=0, eos_token_id=0, attn_implementation="sdpa"))
+        self.hf = GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=config.vocab_size,
+                n_positions=config.block_size,
+                n_embd=config.n_embd,
+                n_layer=config.n_layer,
+                n_head=config.n_head,
+                resid_pdrop=config.dropout,
+                embd_pdrop=config.dropout,
+                attn_pdrop=config.dropout,
+                activation_function=activation_function,
+                bos_token_id=0,
+                eos_token_id=0,
+                attn_implementation="sdpa",
+            )
+        )
 
     def forward(self, x, y):
         logits = self.hf(input_ids=x).logits
@@ -54,14 +64,18 @@ class HFWithLoss(torch.nn.Module):
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            names = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
+            names = [
+                line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")
+            ]
     except OSError:
         names = []
     return names[0] if names else platform.processor() or platform.machine()
 
 
 def load_average() -> str:
-    return " ".join(f"{value:.1f}" for value in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    return (
+        " ".join(f"{value:.1f}" for value in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    )
 
 
 def main():
@@ -83,16 +97,20 @@ def main():
     torch.manual_seed(0)
     ours = GPT(config)
     decision = cpu_linear.decision()
-    models = {"mini_llm": ours,
-              "transformers, gelu_new (GPT-2 default)": HFWithLoss(config, "gelu_new"),
-              "transformers, gelu (same as mini_llm)": HFWithLoss(config, "gelu")}
+    models = {
+        "mini_llm": ours,
+        "transformers, gelu_new (GPT-2 default)": HFWithLoss(config, "gelu_new"),
+        "transformers, gelu (same as mini_llm)": HFWithLoss(config, "gelu"),
+    }
     paths = {name: contextlib.nullcontext for name in models}
     if decision.use_onednn:
         torch.manual_seed(0)
         models["mini_llm, plain nn.Linear products"] = GPT(config)
         paths["mini_llm, plain nn.Linear products"] = lambda: cpu_linear.forced(False)
-    optimizers = {name: make_optimizer(model, run.train, torch.device("cpu"))
-                  for name, model in models.items()}
+    optimizers = {
+        name: make_optimizer(model, run.train, torch.device("cpu"))
+        for name, model in models.items()
+    }
     runners = {name: torch.compile(m) if args.compile else m for name, m in models.items()}
     batches = [(torch.randint(config.vocab_size, (B, T)),) * 2 for _ in range(args.steps)]
     batches = [(x, torch.roll(x, -1, dims=1)) for x, _ in batches]
@@ -102,23 +120,32 @@ def main():
         for name, model in runners.items():
             warmup = 5 if round_ == 0 else 2
             with paths[name]():
-                times[name] += train_step_times(model, batches[:warmup] + batches,
-                                                optimizers[name], warmup=warmup,
-                                                grad_clip=run.train.grad_clip)
+                times[name] += train_step_times(
+                    model,
+                    batches[:warmup] + batches,
+                    optimizers[name],
+                    warmup=warmup,
+                    grad_clip=run.train.grad_clip,
+                )
     loads.append(load_average())
     median = {name: statistics.median(t) for name, t in times.items()}
     mode = "torch.compile" if args.compile else "eager"
-    print(f"CPU {cpu_model()}, capability {torch.backends.cpu.get_cpu_capability()}; "
-          f"load average (1, 5, 15 min) {loads[0]} before, {loads[1]} after")
+    print(
+        f"CPU {cpu_model()}, capability {torch.backends.cpu.get_cpu_capability()}; "
+        f"load average (1, 5, 15 min) {loads[0]} before, {loads[1]} after"
+    )
     print(decision)
-    print(f"shape {args.config} {' '.join(args.overrides)}: batch {B}x{T}, "
-          f"{ours.num_parameters():,} parameters, {mode}, {torch.get_num_threads()} threads, "
-          f"{len(times['mini_llm'])} steps each")
+    print(
+        f"shape {args.config} {' '.join(args.overrides)}: batch {B}x{T}, "
+        f"{ours.num_parameters():,} parameters, {mode}, {torch.get_num_threads()} threads, "
+        f"{len(times['mini_llm'])} steps each"
+    )
     for name, value in median.items():
         print(f"  {name:40s} {value:7.2f} ms/step  {B * T / value * 1000:8,.0f} tokens/s")
     for ours_name in [name for name in median if name.startswith("mini_llm")]:
         for peer in [name for name in median if name.startswith("transformers")]:
             print(f"  {ours_name} is {median[peer] / median[ours_name]:.2f}x as fast as {peer}")
+
 
 if __name__ == "__main__":
     main()

@@ -17,8 +17,13 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def train_step_times(model: nn.Module, batches: list, optimizer: torch.optim.Optimizer,
-                     warmup: int = 5, grad_clip: float = 1.0) -> list[float]:
+def train_step_times(
+    model: nn.Module,
+    batches: list,
+    optimizer: torch.optim.Optimizer,
+    warmup: int = 5,
+    grad_clip: float = 1.0,
+) -> list[float]:
     """Milliseconds of each training step (forward, backward, clip, AdamW) over ``batches``.
 
     The first ``warmup`` batches are run but not timed (allocator and kernel warm-up, and
@@ -41,8 +46,9 @@ def train_step_times(model: nn.Module, batches: list, optimizer: torch.optim.Opt
     return times
 
 
-def generation_tokens_per_s(model, prompt: torch.Tensor, new_tokens: int, use_cache: bool,
-                            repeats: int = 3) -> float:
+def generation_tokens_per_s(
+    model, prompt: torch.Tensor, new_tokens: int, use_cache: bool, repeats: int = 3
+) -> float:
     """Median tokens per second of greedy generation of ``new_tokens`` after ``prompt``."""
     rates = []
     for _ in range(repeats):

@@ -77,11 +77,15 @@ def why_unreadable(path: Path, err: Exception) -> str:
     if size == 0:
         return "the file is empty (0 bytes)"
     if start != ZIP_SIGNATURE:
-        return (f"it is not a file written by torch.save, which writes a zip archive starting "
-                f"with {ZIP_SIGNATURE!r}; this one starts with {start!r}")
+        return (
+            f"it is not a file written by torch.save, which writes a zip archive starting "
+            f"with {ZIP_SIGNATURE!r}; this one starts with {start!r}"
+        )
     if not zipfile.is_zipfile(path):
-        return (f"the zip archive has no end ({size:,} bytes): it was cut short, e.g. by a full "
-                "disk or an interrupted copy")
+        return (
+            f"the zip archive has no end ({size:,} bytes): it was cut short, e.g. by a full "
+            "disk or an interrupted copy"
+        )
     detail = str(err).split(". ")[0].strip()
     return f"{type(err).__name__}: {detail}" if detail else type(err).__name__
 

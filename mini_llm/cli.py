@@ -41,9 +41,13 @@ def default_data_dir(corpus: str, val_fraction: float = 0.1) -> Path:
 
 # ---------------------------------------------------------------------------------- threads
 def add_threads_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads for PyTorch (default: the CPUs not busy with other "
-                        "work, from the load average; at least 1)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for PyTorch (default: the CPUs not busy with other "
+        "work, from the load average; at least 1)",
+    )
 
 
 def default_threads() -> tuple[int, str]:
@@ -73,19 +77,25 @@ def chosen_threads(args) -> tuple[int, str]:
 
 # ---------------------------------------------------------------------------------- prepare
 def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", default="shakespeare", choices=sorted(CORPORA),
-                        help="corpus to encode: %(choices)s (default: %(default)s)")
-    parser.add_argument("--out", type=Path,
-                        help="output folder (default: data/prepared/<corpus>-char)")
+    parser.add_argument(
+        "--corpus",
+        default="shakespeare",
+        choices=sorted(CORPORA),
+        help="corpus to encode: %(choices)s (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="output folder (default: data/prepared/<corpus>-char)"
+    )
     parser.add_argument("--val-fraction", type=float, default=0.1, help="share kept for validation")
 
 
 def run_prepare(args) -> None:
     out = args.out or default_data_dir(args.corpus, args.val_fraction)
-    meta = prepare(load_text(args.corpus), out, val_fraction=args.val_fraction,
-                   corpus=args.corpus)
-    print(f"wrote {out}: {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens, "
-          f"vocabulary of {meta['vocab_size']} characters")
+    meta = prepare(load_text(args.corpus), out, val_fraction=args.val_fraction, corpus=args.corpus)
+    print(
+        f"wrote {out}: {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens, "
+        f"vocabulary of {meta['vocab_size']} characters"
+    )
 
 
 # ------------------------------------------------------------------------------------ train
@@ -94,27 +104,45 @@ RUN_FILES = ("ckpt.pt", "metrics.jsonl", "loss.png")  # what a run writes into -
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", choices=sorted(configs.CONFIGS),
-                        help=f"named config (default: {DEFAULT_CONFIG}; with --resume: the run's)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="override config keys, e.g. n_layer=2 max_iters=100; with --resume, "
-                        "on top of the run's own settings")
-    parser.add_argument("--data", type=Path, help="prepared data folder (default: from the corpus; "
-                        "with --resume: the run's)")
-    parser.add_argument("--out", type=Path, help="run folder for checkpoint, metrics, plot "
-                        "(default: runs/<config>)")
-    parser.add_argument("--device", default="auto",
-                        help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps")
+    parser.add_argument(
+        "--config",
+        choices=sorted(configs.CONFIGS),
+        help=f"named config (default: {DEFAULT_CONFIG}; with --resume: the run's)",
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="override config keys, e.g. n_layer=2 max_iters=100; with --resume, "
+        "on top of the run's own settings",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="prepared data folder (default: from the corpus; with --resume: the run's)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="run folder for checkpoint, metrics, plot (default: runs/<config>)"
+    )
+    parser.add_argument(
+        "--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps"
+    )
     add_threads_argument(parser)
     start = parser.add_mutually_exclusive_group()
-    start.add_argument("--resume", action="store_true",
-                       help="continue the run in --out as it was configured")
-    start.add_argument("--overwrite", action="store_true",
-                       help="start over in an --out that holds a run, deleting its "
-                       f"{', '.join(RUN_FILES)}")
-    parser.add_argument("--new-schedule", action="store_true",
-                        help="with --resume: accept a learning-rate schedule (learning_rate, "
-                        "min_lr, warmup_iters, where the cosine ends) unlike the checkpoint's")
+    start.add_argument(
+        "--resume", action="store_true", help="continue the run in --out as it was configured"
+    )
+    start.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"start over in an --out that holds a run, deleting its {', '.join(RUN_FILES)}",
+    )
+    parser.add_argument(
+        "--new-schedule",
+        action="store_true",
+        help="with --resume: accept a learning-rate schedule (learning_rate, "
+        "min_lr, warmup_iters, where the cosine ends) unlike the checkpoint's",
+    )
 
 
 def resume_command(args, out: Path) -> str:
@@ -142,7 +170,8 @@ def refuse_to_overwrite(args, out: Path) -> None:
         raise ValueError(
             f"{out} already holds a run ({', '.join(found)}); continue it with "
             f"`{resume_command(args, out)}`, start over there with --overwrite, or train into "
-            "another folder with --out")
+            "another folder with --out"
+        )
     if int(os.environ.get("RANK", "0")) == 0:
         for name in found:
             (out / name).unlink(missing_ok=True)
@@ -153,17 +182,21 @@ def continued_run(args, checkpoint: dict) -> configs.RunConfig:
     what it continues and what this command changes."""
     name = checkpoint.get("config_name", DEFAULT_CONFIG)
     if args.config not in (None, name):
-        raise ValueError(f"the run in {args.out} was trained with --config {name}, not "
-                         f"{args.config}; drop --config to continue it, or start a new run with "
-                         "--out")
+        raise ValueError(
+            f"the run in {args.out} was trained with --config {name}, not "
+            f"{args.config}; drop --config to continue it, or start a new run with "
+            "--out"
+        )
     saved = configs.settings_of(configs.resolve(name, base=configs.saved_settings(checkpoint)))
     run = configs.resolve(name, args.overrides, base=saved)
     own = configs.differences(configs.settings_of(configs.resolve(name)), saved)
     changed = configs.differences(saved, configs.settings_of(run))
     if int(os.environ.get("RANK", "0")) == 0:
-        print(f"resuming {name} at step {checkpoint['step']} of {saved['max_iters']}, with the "
-              f"run's own settings ({', '.join(own) or 'none beyond the config'}); "
-              f"changed by this command: {', '.join(changed) or 'nothing'}")
+        print(
+            f"resuming {name} at step {checkpoint['step']} of {saved['max_iters']}, with the "
+            f"run's own settings ({', '.join(own) or 'none beyond the config'}); "
+            f"changed by this command: {', '.join(changed) or 'nothing'}"
+        )
     return run
 
 
@@ -171,17 +204,22 @@ def check_data(data_dir: Path, meta: dict, data: dict, explicit: set[str]) -> No
     """The prepared data must be what the run's ``corpus`` and ``val_fraction`` ask for."""
     corpus = meta.get("corpus")
     if corpus is None and "corpus" in explicit:
-        raise ValueError(f"{data_dir} does not record its corpus, so corpus={data['corpus']} "
-                         "cannot be checked; prepare it again with mini-llm prepare")
+        raise ValueError(
+            f"{data_dir} does not record its corpus, so corpus={data['corpus']} "
+            "cannot be checked; prepare it again with mini-llm prepare"
+        )
     if corpus is not None and corpus != data["corpus"]:
-        raise ValueError(f"{data_dir} holds the corpus {corpus!r}, not {data['corpus']!r}; "
-                         f"pass corpus={corpus} or another --data")
+        raise ValueError(
+            f"{data_dir} holds the corpus {corpus!r}, not {data['corpus']!r}; "
+            f"pass corpus={corpus} or another --data"
+        )
     total = meta["train_tokens"] + meta["val_tokens"]
     if int(total * (1 - data["val_fraction"])) != meta["train_tokens"]:
         raise ValueError(
             f"{data_dir} keeps {meta['val_tokens'] / total:.3g} of its tokens for validation, "
             f"not val_fraction={data['val_fraction']}; prepare it again (mini-llm prepare "
-            f"--val-fraction {data['val_fraction']} --out DIR) and pass --data DIR")
+            f"--val-fraction {data['val_fraction']} --out DIR) and pass --data DIR"
+        )
 
 
 def prepared_data(args, run: configs.RunConfig, checkpoint: dict | None) -> tuple[Path, dict]:
@@ -192,18 +230,26 @@ def prepared_data(args, run: configs.RunConfig, checkpoint: dict | None) -> tupl
         data_dir = default_data_dir(run.data["corpus"], run.data["val_fraction"])
         if not (data_dir / "meta.json").exists():
             if "RANK" in os.environ:  # several processes must not write the same files at once
-                raise ValueError(f"no prepared data in {data_dir}; under torchrun run "
-                                 f"`mini-llm prepare --corpus {run.data['corpus']} "
-                                 f"--val-fraction {run.data['val_fraction']}` first")
+                raise ValueError(
+                    f"no prepared data in {data_dir}; under torchrun run "
+                    f"`mini-llm prepare --corpus {run.data['corpus']} "
+                    f"--val-fraction {run.data['val_fraction']}` first"
+                )
             print(f"preparing {run.data['corpus']} into {data_dir} (once)")
-            prepare(load_text(run.data["corpus"]), data_dir, run.data["val_fraction"],
-                    corpus=run.data["corpus"])
+            prepare(
+                load_text(run.data["corpus"]),
+                data_dir,
+                run.data["val_fraction"],
+                corpus=run.data["corpus"],
+            )
     meta = load_meta(data_dir)
     explicit = set(configs.parse_overrides(args.overrides))
     check_data(data_dir, meta, run.data, explicit)
     if checkpoint is not None and checkpoint.get("tokenizer") != meta["tokenizer"]:
-        raise ValueError(f"the data in {data_dir} has another vocabulary than the run in "
-                         f"{args.out}; resume with the data it was trained on (--data)")
+        raise ValueError(
+            f"the data in {data_dir} has another vocabulary than the run in "
+            f"{args.out}; resume with the data it was trained on (--data)"
+        )
     return data_dir, meta
 
 
@@ -215,11 +261,13 @@ def check_model_shape(model: GPT, checkpoint: dict, args) -> None:
         return
     changed = configs.differences(
         {k: v for k, v in checkpoint["model_config"].items() if k != "vocab_size"},
-        {k: v for k, v in asdict(model.config).items() if k != "vocab_size"})
+        {k: v for k, v in asdict(model.config).items() if k != "vocab_size"},
+    )
     raise ValueError(
         f"resume refused: the run in {args.out} has another model shape "
         f"({', '.join(changed) or 'its tensors differ'}); drop those overrides to continue it, "
-        "or start a new run with another --out")
+        "or start a new run with another --out"
+    )
 
 
 def run_train(args) -> None:
@@ -234,8 +282,14 @@ def run_train(args) -> None:
         refuse_to_overwrite(args, args.out)
     data_dir, meta = prepared_data(args, run, checkpoint)
     threads, why = chosen_threads(args)
-    train_config = replace(run.train, out_dir=str(args.out), device=args.device,
-                           resume=args.resume, new_schedule=args.new_schedule, threads=threads)
+    train_config = replace(
+        run.train,
+        out_dir=str(args.out),
+        device=args.device,
+        resume=args.resume,
+        new_schedule=args.new_schedule,
+        threads=threads,
+    )
     model_config = GPTConfig(vocab_size=meta["vocab_size"], **run.model)
     torch.manual_seed(train_config.seed)
     model = GPT(model_config)
@@ -245,25 +299,45 @@ def run_train(args) -> None:
     seed = train_config.seed + 1000 * rank
     batch = {"block_size": model_config.block_size, "batch_size": run.data["batch_size"]}
     train_batches, val_batches = (
-        RandomBatches(load_split(data_dir, split), seed=seed + i, name=f"the {split} split of "
-                      f"{data_dir}", **batch) for i, split in enumerate(SPLITS))
+        RandomBatches(
+            load_split(data_dir, split),
+            seed=seed + i,
+            name=f"the {split} split of {data_dir}",
+            **batch,
+        )
+        for i, split in enumerate(SPLITS)
+    )
     if rank == 0:
-        print(f"{run.name}: {model.num_parameters():,} parameters, training on "
-              f"{pick_device(args.device) if 'RANK' not in os.environ else 'torchrun'}, "
-              f"{threads} CPU thread(s) ({why})")
+        print(
+            f"{run.name}: {model.num_parameters():,} parameters, training on "
+            f"{pick_device(args.device) if 'RANK' not in os.environ else 'torchrun'}, "
+            f"{threads} CPU thread(s) ({why})"
+        )
     start = time.perf_counter()
     try:
-        result = train(model, train_batches, train_config, val_batches, checkpoint_extra={
-            "model_config": asdict(model_config), "tokenizer": meta["tokenizer"],
-            "config_name": run.name, "data": run.data, "data_dir": str(data_dir)})
+        result = train(
+            model,
+            train_batches,
+            train_config,
+            val_batches,
+            checkpoint_extra={
+                "model_config": asdict(model_config),
+                "tokenizer": meta["tokenizer"],
+                "config_name": run.name,
+                "data": run.data,
+                "data_dir": str(data_dir),
+            },
+        )
     except KeyboardInterrupt:
         if rank:
             raise
         raise KeyboardInterrupt(interrupted_message(args, train_config.max_iters)) from None
     if rank == 0:
-        print(f"done: step {result.step}, val loss {result.val_losses[-1][1]:.4f}, "
-              f"{time.perf_counter() - start:.1f} s, {result.tokens_per_s:,.0f} tokens/s; "
-              f"checkpoint {result.checkpoint}")
+        print(
+            f"done: step {result.step}, val loss {result.val_losses[-1][1]:.4f}, "
+            f"{time.perf_counter() - start:.1f} s, {result.tokens_per_s:,.0f} tokens/s; "
+            f"checkpoint {result.checkpoint}"
+        )
 
 
 def interrupted_message(args, max_iters: int) -> str:
@@ -273,14 +347,17 @@ def interrupted_message(args, max_iters: int) -> str:
         step = load_checkpoint(path)["step"]
     except CheckpointError:
         return f"stopped before the first checkpoint, so there is nothing in {path} to resume"
-    return (f"the kept checkpoint {path} holds step {step} of {max_iters}; resume with\n"
-            f"  {resume_command(args, args.out)}")
+    return (
+        f"the kept checkpoint {path} holds step {step} of {max_iters}; resume with\n"
+        f"  {resume_command(args, args.out)}"
+    )
 
 
 # ----------------------------------------------------------------------------------- sample
 def add_sample_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", type=Path,
-                        default=Path("runs/shakespeare-char-cpu/ckpt.pt"))
+    parser.add_argument(
+        "--checkpoint", type=Path, default=Path("runs/shakespeare-char-cpu/ckpt.pt")
+    )
     parser.add_argument("--prompt", default="\n", help="text to continue")
     parser.add_argument("--max-new-tokens", type=int, default=500)
     parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
@@ -288,8 +365,9 @@ def add_sample_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=None)
     parser.add_argument("--num-samples", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1337)
-    parser.add_argument("--no-cache", action="store_true",
-                        help="recompute the whole window for each token")
+    parser.add_argument(
+        "--no-cache", action="store_true", help="recompute the whole window for each token"
+    )
     parser.add_argument("--device", default="auto")
     add_threads_argument(parser)
 
@@ -298,8 +376,10 @@ def load_model(checkpoint: Path, device: torch.device):
     """The GPT and tokenizer stored in a checkpoint written by ``mini-llm train``."""
     state = load_checkpoint(checkpoint, map_location=device)
     if "model_config" not in state or "tokenizer" not in state:
-        raise CheckpointError(f"{checkpoint} holds no GPT (no model_config/tokenizer); "
-                              "use a checkpoint written by mini-llm train")
+        raise CheckpointError(
+            f"{checkpoint} holds no GPT (no model_config/tokenizer); "
+            "use a checkpoint written by mini-llm train"
+        )
     model = GPT(GPTConfig(**state["model_config"]))
     model.load_state_dict(state["model"])
     return model.to(device).eval(), tokenizer_from_dict(state["tokenizer"])
@@ -316,9 +396,15 @@ def run_sample(args) -> None:
     prompt = torch.tensor([tokenizer.encode(args.prompt)], device=device)
     generator = torch.Generator(device=device).manual_seed(args.seed)
     for i in range(args.num_samples):
-        ids = model.generate(prompt, args.max_new_tokens, temperature=args.temperature,
-                             top_k=args.top_k, top_p=args.top_p, generator=generator,
-                             use_cache=not args.no_cache)
+        ids = model.generate(
+            prompt,
+            args.max_new_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            generator=generator,
+            use_cache=not args.no_cache,
+        )
         if i:
             print("-" * 40)
         print(tokenizer.decode(ids[0].tolist()))
@@ -351,14 +437,18 @@ def run_bench(args) -> None:
     batches = [(torch.randint(96, (B, T), device=device),) * 2 for _ in range(args.steps + 5)]
     ms = train_step_times(model, batches, make_optimizer(model, run.train, device))
     step_ms = statistics.median(ms)
-    print(f"train  {run.name} on {device}: {step_ms:.1f} ms/step (median of {len(ms)}), "
-          f"{B * T / step_ms * 1000:,.0f} tokens/s")
+    print(
+        f"train  {run.name} on {device}: {step_ms:.1f} ms/step (median of {len(ms)}), "
+        f"{B * T / step_ms * 1000:,.0f} tokens/s"
+    )
     prompt = torch.zeros((1, 1), dtype=torch.long, device=device)
     new = min(args.new_tokens, T - 1)
     with_cache = generation_tokens_per_s(model, prompt, new, use_cache=True)
     without = generation_tokens_per_s(model, prompt, new, use_cache=False)
-    print(f"sample {new} tokens: {with_cache:,.0f} tokens/s with KV cache, {without:,.0f} without "
-          f"({with_cache / without:.1f}x)")
+    print(
+        f"sample {new} tokens: {with_cache:,.0f} tokens/s with KV cache, {without:,.0f} without "
+        f"({with_cache / without:.1f}x)"
+    )
 
 
 class Command(NamedTuple):
@@ -368,8 +458,9 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
-    "prepare": Command("encode a corpus into train/val token files",
-                       add_prepare_arguments, run_prepare),
+    "prepare": Command(
+        "encode a corpus into train/val token files", add_prepare_arguments, run_prepare
+    ),
     "train": Command("train a GPT from a named config", add_train_arguments, run_train),
     "sample": Command("generate text from a checkpoint", add_sample_arguments, run_sample),
     "bench": Command("time training steps and generation", add_bench_arguments, run_bench),
@@ -394,8 +485,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mini-llm {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
-        print(f"mini-llm {args.command}: interrupted{f'; {err}' if err.args else ''}",
-              file=sys.stderr)
+        print(
+            f"mini-llm {args.command}: interrupted{f'; {err}' if err.args else ''}", file=sys.stderr
+        )
         return 130
     return 0
 

@@ -21,21 +21,48 @@ DATA_DEFAULTS = {"corpus": "shakespeare", "batch_size": 12, "val_fraction": 0.1}
 CONFIGS: dict[str, dict] = {
     # A character-level Shakespeare model that trains in minutes on a laptop CPU.
     "shakespeare-char-cpu": {
-        "n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64, "dropout": 0.0,
-        "batch_size": 12, "max_iters": 2000, "warmup_iters": 100, "learning_rate": 1e-3,
-        "min_lr": 1e-4, "beta2": 0.99, "eval_interval": 250, "eval_iters": 20, "compile": False,
+        "n_layer": 4,
+        "n_head": 4,
+        "n_embd": 128,
+        "block_size": 64,
+        "dropout": 0.0,
+        "batch_size": 12,
+        "max_iters": 2000,
+        "warmup_iters": 100,
+        "learning_rate": 1e-3,
+        "min_lr": 1e-4,
+        "beta2": 0.99,
+        "eval_interval": 250,
+        "eval_iters": 20,
+        "compile": False,
     },
     # The same task at GPU size: ~10.7M parameters, a context of 256 characters.
     "shakespeare-char-gpu": {
-        "n_layer": 6, "n_head": 6, "n_embd": 384, "block_size": 256, "dropout": 0.2,
-        "batch_size": 64, "max_iters": 5000, "warmup_iters": 100, "learning_rate": 1e-3,
-        "min_lr": 1e-4, "beta2": 0.99, "eval_interval": 250, "eval_iters": 200, "compile": True,
+        "n_layer": 6,
+        "n_head": 6,
+        "n_embd": 384,
+        "block_size": 256,
+        "dropout": 0.2,
+        "batch_size": 64,
+        "max_iters": 5000,
+        "warmup_iters": 100,
+        "learning_rate": 1e-3,
+        "min_lr": 1e-4,
+        "beta2": 0.99,
+        "eval_interval": 250,
+        "eval_iters": 200,
+        "compile": True,
     },
 }
 
 # TrainConfig fields that `mini-llm train` sets from its flags, never from key=value.
-COMMAND_LINE_FLAGS = {"out_dir": "--out", "device": "--device", "resume": "--resume",
-                      "new_schedule": "--new-schedule", "threads": "--threads"}
+COMMAND_LINE_FLAGS = {
+    "out_dir": "--out",
+    "device": "--device",
+    "resume": "--resume",
+    "new_schedule": "--new-schedule",
+    "threads": "--threads",
+}
 
 _MODEL_KEYS = {f.name for f in fields(GPTConfig)} - {"vocab_size"}
 _TRAIN_KEYS = {f.name for f in fields(TrainConfig)} - set(COMMAND_LINE_FLAGS)
@@ -89,10 +116,14 @@ def parse_overrides(pairs: list[str]) -> dict:
         if not equals:
             raise ValueError(f"override {pair!r} is not of the form key=value")
         if key in COMMAND_LINE_FLAGS:
-            raise ValueError(f"{key} is not a config key: use the flag {COMMAND_LINE_FLAGS[key]} "
-                             f"(e.g. mini-llm train {COMMAND_LINE_FLAGS[key]} ...)")
+            raise ValueError(
+                f"{key} is not a config key: use the flag {COMMAND_LINE_FLAGS[key]} "
+                f"(e.g. mini-llm train {COMMAND_LINE_FLAGS[key]} ...)"
+            )
         if key == "vocab_size":
-            raise ValueError("vocab_size is not a config key: the prepared data's tokenizer sets it")
+            raise ValueError(
+                "vocab_size is not a config key: the prepared data's tokenizer sets it"
+            )
         if key not in types_of:
             raise ValueError(f"unknown config key {key!r}; valid keys: {', '.join(valid_keys())}")
         overrides[key] = _parse_value(key, text.strip(), types_of[key])
@@ -104,8 +135,12 @@ def resolve(name: str, overrides: list[str] | None = None, base: dict | None = N
     ``key=value`` overrides."""
     if name not in CONFIGS:
         raise ValueError(f"unknown config {name!r}; choose one of: {', '.join(sorted(CONFIGS))}")
-    settings = {**DATA_DEFAULTS, **CONFIGS[name], **(base or {}),
-                **parse_overrides(overrides or [])}
+    settings = {
+        **DATA_DEFAULTS,
+        **CONFIGS[name],
+        **(base or {}),
+        **parse_overrides(overrides or []),
+    }
     model = {k: v for k, v in settings.items() if k in _MODEL_KEYS}
     GPTConfig(vocab_size=1, **model)  # checks the shape now, before any data is read
     return RunConfig(
@@ -118,8 +153,9 @@ def resolve(name: str, overrides: list[str] | None = None, base: dict | None = N
 
 def settings_of(run: RunConfig) -> dict:
     """The flat ``key: value`` settings of ``run``, every valid key once (defaults included)."""
-    model = {k: v for k, v in asdict(GPTConfig(vocab_size=1, **run.model)).items()
-             if k in _MODEL_KEYS}
+    model = {
+        k: v for k, v in asdict(GPTConfig(vocab_size=1, **run.model)).items() if k in _MODEL_KEYS
+    }
     train = {k: v for k, v in asdict(run.train).items() if k in _TRAIN_KEYS}
     return {**model, **train, **run.data}
 
@@ -130,12 +166,18 @@ def saved_settings(checkpoint: dict) -> dict:
     Model and training settings come from its ``model_config`` and ``train_config``; the data
     settings from ``data`` (checkpoints from before it was stored fall back to the config's).
     """
-    saved = {**checkpoint["model_config"], **checkpoint["train_config"],
-             **checkpoint.get("data", {})}
+    saved = {
+        **checkpoint["model_config"],
+        **checkpoint["train_config"],
+        **checkpoint.get("data", {}),
+    }
     return {k: v for k, v in saved.items() if k in _MODEL_KEYS | _TRAIN_KEYS | set(DATA_DEFAULTS)}
 
 
 def differences(before: dict, after: dict) -> list[str]:
     """``["max_iters 600 -> 800", ...]``: the keys whose values differ, in sorted order."""
-    return [f"{k} {before.get(k)} -> {after.get(k)}" for k in sorted(before.keys() | after.keys())
-            if before.get(k) != after.get(k)]
+    return [
+        f"{k} {before.get(k)} -> {after.get(k)}"
+        for k in sorted(before.keys() | after.keys())
+        if before.get(k) != after.get(k)
+    ]

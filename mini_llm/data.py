@@ -24,8 +24,13 @@ from mini_llm.tokenizer import CharTokenizer, Tokenizer, tokenizer_from_dict
 SPLITS = ("train", "val")
 
 
-def prepare(text: str, out_dir: str | Path, val_fraction: float = 0.1,
-            tokenizer: Tokenizer | None = None, corpus: str | None = None) -> dict:
+def prepare(
+    text: str,
+    out_dir: str | Path,
+    val_fraction: float = 0.1,
+    tokenizer: Tokenizer | None = None,
+    corpus: str | None = None,
+) -> dict:
     """Encode ``text`` into ``out_dir``; return the meta data written to ``meta.json``.
 
     Without a ``tokenizer``, a :class:`CharTokenizer` is built from the text. ``corpus``, the
@@ -38,17 +43,25 @@ def prepare(text: str, out_dir: str | Path, val_fraction: float = 0.1,
     tokenizer = tokenizer or CharTokenizer.from_text(text)
     if tokenizer.vocab_size > 2**16:
         raise ValueError(f"vocab_size {tokenizer.vocab_size} does not fit the uint16 token files")
-    ids = (tokenizer.encode_array(text) if hasattr(tokenizer, "encode_array")
-           else np.asarray(tokenizer.encode(text))).astype(np.uint16)
+    ids = (
+        tokenizer.encode_array(text)
+        if hasattr(tokenizer, "encode_array")
+        else np.asarray(tokenizer.encode(text))
+    ).astype(np.uint16)
     n_train = int(len(ids) * (1 - val_fraction))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ids[:n_train].tofile(out_dir / "train.bin")
     ids[n_train:].tofile(out_dir / "val.bin")
-    meta = {"tokenizer": {"kind": tokenizer.kind, **tokenizer.to_dict()},
-            "vocab_size": tokenizer.vocab_size, "dtype": "uint16",
-            "train_tokens": n_train, "val_tokens": len(ids) - n_train,
-            "val_fraction": val_fraction, **({"corpus": corpus} if corpus else {})}
+    meta = {
+        "tokenizer": {"kind": tokenizer.kind, **tokenizer.to_dict()},
+        "vocab_size": tokenizer.vocab_size,
+        "dtype": "uint16",
+        "train_tokens": n_train,
+        "val_tokens": len(ids) - n_train,
+        "val_fraction": val_fraction,
+        **({"corpus": corpus} if corpus else {}),
+    }
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return meta
 
@@ -82,8 +95,15 @@ class RandomBatches:
     uninterrupted run would have. ``name`` says in errors which tokens these are (e.g. a split).
     """
 
-    def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int,
-                 device: str | torch.device = "cpu", seed: int = 0, name: str = "the tokens"):
+    def __init__(
+        self,
+        tokens: np.ndarray,
+        block_size: int,
+        batch_size: int,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        name: str = "the tokens",
+    ):
         if len(tokens) < block_size + 1:
             raise ValueError(
                 f"{name}: {len(tokens)} tokens are too few for windows of block_size={block_size} "
@@ -96,9 +116,10 @@ class RandomBatches:
         self.generator = torch.Generator().manual_seed(seed)
 
     def __call__(self) -> tuple[torch.Tensor, torch.Tensor]:
-        starts = torch.randint(len(self.tokens) - self.block_size, (self.batch_size,),
-                               generator=self.generator).tolist()
-        windows = np.stack([self.tokens[s:s + self.block_size + 1] for s in starts])
+        starts = torch.randint(
+            len(self.tokens) - self.block_size, (self.batch_size,), generator=self.generator
+        ).tolist()
+        windows = np.stack([self.tokens[s : s + self.block_size + 1] for s in starts])
         windows = torch.from_numpy(windows.astype(np.int64))
         if self.device.type == "cuda":  # page-locked memory lets the copy overlap with compute
             windows = windows.pin_memory().to(self.device, non_blocking=True)

@@ -19,7 +19,8 @@ def pick_device(device: str = "auto") -> torch.device:
         raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or mps") from err
     if chosen.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
-            "device 'cuda' was asked for but no CUDA GPU is available; use --device auto")
+            "device 'cuda' was asked for but no CUDA GPU is available; use --device auto"
+        )
     if chosen.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError("device 'mps' was asked for but MPS is not available; use --device auto")
     return chosen

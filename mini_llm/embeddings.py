@@ -25,8 +25,9 @@ from torch import nn
 from mini_llm.vocab import Vocabulary, word_tokens
 
 
-def frequent_words(documents: Iterable[str], min_count: int = 5
-                   ) -> tuple[Vocabulary, np.ndarray, list[np.ndarray]]:
+def frequent_words(
+    documents: Iterable[str], min_count: int = 5
+) -> tuple[Vocabulary, np.ndarray, list[np.ndarray]]:
     """The words of ``documents`` that occur at least ``min_count`` times.
 
     Returns the vocabulary (most frequent word first), each word's count, and every document
@@ -41,13 +42,16 @@ def frequent_words(documents: Iterable[str], min_count: int = 5
     if not kept:
         raise ValueError(f"no word occurs {min_count} times or more: lower min_count")
     vocab = Vocabulary(kept)
-    documents_ids = [np.array([vocab.stoi[w] for w in words if w in vocab.stoi], dtype=np.int64)
-                     for words in tokenised]
+    documents_ids = [
+        np.array([vocab.stoi[w] for w in words if w in vocab.stoi], dtype=np.int64)
+        for words in tokenised
+    ]
     return vocab, np.array([counts[w] for w in kept], dtype=np.int64), documents_ids
 
 
-def subsample_frequent(ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator,
-                       threshold: float = 1e-4) -> np.ndarray:
+def subsample_frequent(
+    ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator, threshold: float = 1e-4
+) -> np.ndarray:
     """``ids`` with very frequent words randomly thinned out.
 
     A word making up a fraction f of the text is kept with probability min(1, √(t/f)) for the
@@ -88,7 +92,7 @@ def noise_distribution(counts: Sequence[int] | np.ndarray, power: float = 0.75) 
     counts = np.asarray(counts, dtype=np.float64)
     if counts.ndim != 1 or counts.size == 0 or (counts < 0).any() or counts.sum() == 0:
         raise ValueError("counts must be a non-empty 1-D array of non-negative counts, not all 0")
-    weights = counts ** power * (counts > 0)  # a word never seen is never drawn (0 ** 0 is 1)
+    weights = counts**power * (counts > 0)  # a word never seen is never drawn (0 ** 0 is 1)
     return weights / weights.sum()
 
 
@@ -137,8 +141,15 @@ class SkipGramBatches:
     Each call draws ``batch_size`` pairs at random and ``negatives`` noise words per pair.
     """
 
-    def __init__(self, centers: np.ndarray, contexts: np.ndarray, noise: np.ndarray,
-                 batch_size: int = 1024, negatives: int = 5, seed: int = 0):
+    def __init__(
+        self,
+        centers: np.ndarray,
+        contexts: np.ndarray,
+        noise: np.ndarray,
+        batch_size: int = 1024,
+        negatives: int = 5,
+        seed: int = 0,
+    ):
         if len(centers) == 0 or len(centers) != len(contexts):
             raise ValueError("need a non-empty, equal number of centers and contexts")
         self.centers = torch.as_tensor(centers, dtype=torch.long)
@@ -149,8 +160,9 @@ class SkipGramBatches:
 
     def __call__(self) -> tuple[torch.Tensor, torch.Tensor]:
         rows = torch.randint(len(self.centers), (self.batch_size,), generator=self.generator)
-        noise = torch.multinomial(self.noise, self.batch_size * self.negatives, replacement=True,
-                                  generator=self.generator).view(self.batch_size, -1)
+        noise = torch.multinomial(
+            self.noise, self.batch_size * self.negatives, replacement=True, generator=self.generator
+        ).view(self.batch_size, -1)
         return self.centers[rows], torch.cat([self.contexts[rows, None], noise], dim=1)
 
     def state_dict(self) -> dict:
@@ -165,8 +177,9 @@ def _unit_rows(embeddings) -> torch.Tensor:
     return vectors / vectors.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
 
-def _most_similar(unit_vectors: torch.Tensor, target: torch.Tensor, k: int,
-                  exclude: Iterable[int]) -> list[int]:
+def _most_similar(
+    unit_vectors: torch.Tensor, target: torch.Tensor, k: int, exclude: Iterable[int]
+) -> list[int]:
     """Ids of the ``k`` rows with the highest cosine to ``target``; ties go to the lower id."""
     similarity = (unit_vectors @ (target / target.norm().clamp_min(1e-12))).numpy()
     excluded = {int(i) for i in exclude}
@@ -190,7 +203,7 @@ def nearest_neighbours(embeddings, query: int, k: int = 10) -> list[int]:
 
 
 def analogy(embeddings, a: int, b: int, c: int, k: int = 1) -> list[int]:
-    """"``a`` is to ``b`` as ``c`` is to ?": the ``k`` words nearest to b − a + c.
+    """ "``a`` is to ``b`` as ``c`` is to ?": the ``k`` words nearest to b − a + c.
 
     The three vectors are normalised first, so that frequent words with long vectors do not
     dominate; the answer is ranked by cosine similarity and may not be a, b or c. For

@@ -47,6 +47,7 @@ def perplexity(probabilities: Sequence[float] | np.ndarray) -> float:
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence], digits: int = 2) -> str:
     """A Markdown table of results; floats are rounded to ``digits`` places, infinity is ∞."""
+
     def cell(value) -> str:
         if isinstance(value, (float, np.floating)):
             return "∞" if np.isinf(value) else f"{value:.{digits}f}"

@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 
 
-def filter_logits(logits: torch.Tensor, top_k: int | None = None,
-                  top_p: float | None = None) -> torch.Tensor:
+def filter_logits(
+    logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None
+) -> torch.Tensor:
     """Set to -inf the logits (B, V) of tokens that top-k or top-p sampling rules out."""
     if top_k is not None and top_k < logits.size(-1):
         kth_best = torch.topk(logits, top_k, dim=-1).values[:, -1:]
@@ -40,9 +41,13 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None,
     return logits
 
 
-def next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
-               top_p: float | None = None,
-               generator: torch.Generator | None = None) -> torch.Tensor:
+def next_token(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """One token id per row of ``logits`` (B, V), as a (B, 1) tensor."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
@@ -62,9 +67,16 @@ def _check_settings(max_new_tokens, temperature, top_k, top_p):
 
 
 @torch.no_grad()
-def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None,
-             generator: torch.Generator | None = None, use_cache: bool = True) -> torch.Tensor:
+def generate(
+    model,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+) -> torch.Tensor:
     """``idx`` (B, T) followed by ``max_new_tokens`` generated tokens: (B, T + max_new_tokens).
 
     ``generator`` (a seeded ``torch.Generator`` on the model's device) makes sampling
@@ -73,12 +85,14 @@ def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float =
     _check_settings(max_new_tokens, temperature, top_k, top_p)
     if idx.dim() != 2 or idx.size(1) == 0:
         raise ValueError(
-            f"idx must be (batch, tokens) with at least one token, got {tuple(idx.shape)}")
+            f"idx must be (batch, tokens) with at least one token, got {tuple(idx.shape)}"
+        )
     was_training = model.training
     model.eval()
     try:
-        return _generate(model, idx, max_new_tokens, temperature, top_k, top_p, generator,
-                         use_cache)
+        return _generate(
+            model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache
+        )
     finally:  # also after an error: a model left in eval mode would train without dropout
         model.train(was_training)
 

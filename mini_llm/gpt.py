@@ -63,7 +63,8 @@ class GPTConfig:
             )
         if self.activation not in ACTIVATIONS:
             raise ValueError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
+            )
         if self.attention not in ("fused", "explicit"):
             raise ValueError(f"attention must be 'fused' or 'explicit', got {self.attention!r}")
 
@@ -105,8 +106,8 @@ class KVCache:
         end = self.length + keys.size(2)
         if end > self.keys.size(2):
             raise ValueError(f"KV cache holds {self.keys.size(2)} positions, asked for {end}")
-        self.keys[:, :, self.length:end] = keys
-        self.values[:, :, self.length:end] = values
+        self.keys[:, :, self.length : end] = keys
+        self.values[:, :, self.length : end] = values
         self.length = end
         return self.keys[:, :, :end], self.values[:, :, :end]
 
@@ -235,8 +236,12 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
-                caches: list[KVCache] | None = None):
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        caches: list[KVCache] | None = None,
+    ):
         """Logits (B, T, vocab) for token ids ``idx`` (B, T); the mean cross-entropy if
         ``targets`` (B, T) is given (ids of -1 are ignored), else ``None``.
 
@@ -280,18 +285,43 @@ class GPT(nn.Module):
         """Empty KV caches, one per block, that hold a whole context window."""
         c = self.config
         weight = self.token_embedding.weight
-        return [KVCache(batch_size, c.n_head, c.block_size, c.n_embd // c.n_head,
-                        device=weight.device, dtype=weight.dtype) for _ in range(c.n_layer)]
+        return [
+            KVCache(
+                batch_size,
+                c.n_head,
+                c.block_size,
+                c.n_embd // c.n_head,
+                device=weight.device,
+                dtype=weight.dtype,
+            )
+            for _ in range(c.n_layer)
+        ]
 
     def num_parameters(self) -> int:
         """Trainable parameters, the tied embedding/head matrix counted once."""
         return sum(p.numel() for p in self.parameters())
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-                 generator=None, use_cache=True):
+    def generate(
+        self,
+        idx,
+        max_new_tokens,
+        temperature=1.0,
+        top_k=None,
+        top_p=None,
+        generator=None,
+        use_cache=True,
+    ):
         """``idx`` (B, T) and ``max_new_tokens`` more: see :func:`mini_llm.generate.generate`."""
         from mini_llm.generate import generate
 
-        return generate(self, idx, max_new_tokens, temperature=temperature, top_k=top_k,
-                        top_p=top_p, generator=generator, use_cache=use_cache)
+        return generate(
+            self,
+            idx,
+            max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            generator=generator,
+            use_cache=use_cache,
+        )

@@ -75,7 +75,8 @@ def from_hf_gpt2(hf_model) -> GPT:
     """A course GPT (fp32, on CPU) holding the weights of ``hf_model`` (a GPT2LMHeadModel)."""
     config = config_from_hf(hf_model.config)
     model = GPT(config)
-    hf_state = {name: tensor.detach().float().cpu()
-                for name, tensor in hf_model.state_dict().items()}
+    hf_state = {
+        name: tensor.detach().float().cpu() for name, tensor in hf_model.state_dict().items()
+    }
     model.load_state_dict(state_dict_from_hf(hf_state, config.n_layer))
     return model

@@ -26,8 +26,14 @@ from torch import nn
 from mini_llm.rnn import rnn_forward
 
 
-def lstm_step(x_t: torch.Tensor, h_prev: torch.Tensor, c_prev: torch.Tensor, W_ih: torch.Tensor,
-              W_hh: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def lstm_step(
+    x_t: torch.Tensor,
+    h_prev: torch.Tensor,
+    c_prev: torch.Tensor,
+    W_ih: torch.Tensor,
+    W_hh: torch.Tensor,
+    b: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One LSTM step: ``(h_t, c_t)``, each (B, H), from x_t (B, D) and the previous (h, c).
 
     W_ih is (4H, D), W_hh is (4H, H) and b is (4H,), stacked in the gate order i, f, g, o.
@@ -38,9 +44,14 @@ def lstm_step(x_t: torch.Tensor, h_prev: torch.Tensor, c_prev: torch.Tensor, W_i
     return h_t, c_t
 
 
-def lstm_forward(xs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, W_ih: torch.Tensor,
-                 W_hh: torch.Tensor, b: torch.Tensor
-                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+def lstm_forward(
+    xs: torch.Tensor,
+    h0: torch.Tensor,
+    c0: torch.Tensor,
+    W_ih: torch.Tensor,
+    W_hh: torch.Tensor,
+    b: torch.Tensor,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Every hidden state (B, T, H) for inputs xs (B, T, D), and the final ``(h_T, c_T)``."""
     h, c, states = h0, c0, []
     for t in range(xs.size(1)):
@@ -49,8 +60,14 @@ def lstm_forward(xs: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, W_ih: tor
     return torch.stack(states, dim=1), (h, c)
 
 
-def gru_step(x_t: torch.Tensor, h_prev: torch.Tensor, W_ih: torch.Tensor, W_hh: torch.Tensor,
-             b_ih: torch.Tensor, b_hh: torch.Tensor) -> torch.Tensor:
+def gru_step(
+    x_t: torch.Tensor,
+    h_prev: torch.Tensor,
+    W_ih: torch.Tensor,
+    W_hh: torch.Tensor,
+    b_ih: torch.Tensor,
+    b_hh: torch.Tensor,
+) -> torch.Tensor:
     """One GRU step: the new hidden state (B, H). Gate order r, z, n (as ``torch.nn.GRUCell``).
 
         r = σ(·)  how much of the past the candidate may read;  z = σ(·)  how much to keep
@@ -67,8 +84,9 @@ def gru_step(x_t: torch.Tensor, h_prev: torch.Tensor, W_ih: torch.Tensor, W_hh: 
     return (1 - z) * n + z * h_prev
 
 
-def first_token_task(batch_size: int, length: int, n_classes: int,
-                     generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def first_token_task(
+    batch_size: int, length: int, n_classes: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A memory test: remember the first token of a sequence until its end.
 
     Each sequence starts with a "class" token 0 .. n_classes − 1; the other ``length − 1``
@@ -78,8 +96,9 @@ def first_token_task(batch_size: int, length: int, n_classes: int,
     if length < 1 or n_classes < 2:
         raise ValueError("need length >= 1 and n_classes >= 2")
     classes = torch.randint(n_classes, (batch_size,), generator=generator)
-    distractors = torch.randint(n_classes, 2 * n_classes, (batch_size, length - 1),
-                                generator=generator)
+    distractors = torch.randint(
+        n_classes, 2 * n_classes, (batch_size, length - 1), generator=generator
+    )
     return torch.cat([classes[:, None], distractors], dim=1), classes
 
 
@@ -92,8 +111,15 @@ class SequenceClassifier(nn.Module):
     step before any training (Jozefowicz et al., 2015, recommend at least 1 for the forget gate).
     """
 
-    def __init__(self, cell: str, vocab_size: int, n_classes: int, embedding_dim: int = 16,
-                 hidden_dim: int = 64, remember_bias: float = 2.0):
+    def __init__(
+        self,
+        cell: str,
+        vocab_size: int,
+        n_classes: int,
+        embedding_dim: int = 16,
+        hidden_dim: int = 64,
+        remember_bias: float = 2.0,
+    ):
         super().__init__()
         gates = {"rnn": 1, "lstm": 4, "gru": 3}
         if cell not in gates:
@@ -108,7 +134,7 @@ class SequenceClassifier(nn.Module):
         self.b_hh = nn.Parameter(torch.empty(size).uniform_(-bound, bound))
         if cell in ("lstm", "gru"):  # the second block: f of (i, f, g, o), z of (r, z, n)
             with torch.no_grad():
-                self.b_ih[hidden_dim:2 * hidden_dim] += remember_bias
+                self.b_ih[hidden_dim : 2 * hidden_dim] += remember_bias
         self.head = nn.Linear(hidden_dim, n_classes)
 
     def hidden_states(self, xs: torch.Tensor) -> torch.Tensor:

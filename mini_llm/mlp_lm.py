@@ -27,8 +27,9 @@ from mini_llm.ngram import SequenceLike, ngram_windows
 from mini_llm.smoothing import pad_sequences
 
 
-def context_target_pairs(sequences: Sequence[SequenceLike], context_length: int,
-                         bos_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def context_target_pairs(
+    sequences: Sequence[SequenceLike], context_length: int, bos_id: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Training pairs ``(x, y)``: ``x[i]`` holds ``context_length`` tokens, ``y[i]`` the next one.
 
     Sequences in the ``<s> ... </s>`` form are padded with ``context_length`` begin tokens, as an
@@ -37,8 +38,9 @@ def context_target_pairs(sequences: Sequence[SequenceLike], context_length: int,
     """
     if not isinstance(context_length, (int, np.integer)) or context_length < 1:
         raise ValueError(f"context_length must be a whole number >= 1, got {context_length!r}")
-    windows = ngram_windows(pad_sequences(sequences, context_length + 1, bos_id),
-                            context_length + 1)
+    windows = ngram_windows(
+        pad_sequences(sequences, context_length + 1, bos_id), context_length + 1
+    )
     windows = torch.from_numpy(np.ascontiguousarray(windows))
     return windows[:, :-1].clone(), windows[:, -1].clone()
 
@@ -46,11 +48,12 @@ def context_target_pairs(sequences: Sequence[SequenceLike], context_length: int,
 class MLPLanguageModel(nn.Module):
     """P(next token | the ``context_length`` previous tokens) from embeddings and a tanh layer."""
 
-    def __init__(self, vocab_size: int, context_length: int, embedding_dim: int = 16,
-                 hidden_dim: int = 128):
+    def __init__(
+        self, vocab_size: int, context_length: int, embedding_dim: int = 16, hidden_dim: int = 128
+    ):
         super().__init__()
         self.vocab_size, self.context_length = vocab_size, context_length
-        self.embedding = nn.Embedding(vocab_size, embedding_dim)       # C in Bengio et al.
+        self.embedding = nn.Embedding(vocab_size, embedding_dim)  # C in Bengio et al.
         self.hidden = nn.Linear(context_length * embedding_dim, hidden_dim)
         self.output = nn.Linear(hidden_dim, vocab_size)
 
@@ -60,47 +63,53 @@ class MLPLanguageModel(nn.Module):
         ``loss`` is the mean cross-entropy against the next tokens ``y`` ``(B,)``, or ``None``.
         """
         if x.dim() != 2 or x.shape[1] != self.context_length or x.dtype != torch.long:
-            raise ValueError(f"x must be a (batch, {self.context_length}) tensor of token ids "
-                             f"(torch.long), got shape {tuple(x.shape)} and dtype {x.dtype}")
-        vectors = self.embedding(x)                        # (B, context_length, embedding_dim)
-        hidden = torch.tanh(self.hidden(vectors.flatten(start_dim=1)))   # (B, hidden_dim)
-        logits = self.output(hidden)                       # (B, vocab_size)
+            raise ValueError(
+                f"x must be a (batch, {self.context_length}) tensor of token ids "
+                f"(torch.long), got shape {tuple(x.shape)} and dtype {x.dtype}"
+            )
+        vectors = self.embedding(x)  # (B, context_length, embedding_dim)
+        hidden = torch.tanh(self.hidden(vectors.flatten(start_dim=1)))  # (B, hidden_dim)
+        logits = self.output(hidden)  # (B, vocab_size)
         loss = None if y is None else F.cross_entropy(logits, y)
         return logits, loss
 
 
-def training_step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
-                  y: torch.Tensor) -> float:
+def training_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor
+) -> float:
     """One step of minibatch gradient descent on ``(x, y)``; returns the loss before the step.
 
     This is the step that :func:`mini_llm.train.train` repeats (with learning-rate schedule,
     clipping and checkpoints around it), written out on its own to be read and tested.
     """
     model.train()
-    optimizer.zero_grad(set_to_none=True)   # gradients add up across backward calls: reset them
+    optimizer.zero_grad(set_to_none=True)  # gradients add up across backward calls: reset them
     _, loss = model(x, y)
-    loss.backward()                         # autograd: d loss / d parameter for every parameter
-    optimizer.step()                        # move every parameter against its gradient
+    loss.backward()  # autograd: d loss / d parameter for every parameter
+    optimizer.step()  # move every parameter against its gradient
     return loss.item()
 
 
 @torch.no_grad()
-def evaluate_perplexity(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
-                        batch_size: int = 4096) -> float:
+def evaluate_perplexity(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 4096
+) -> float:
     """exp(average cross-entropy) over all pairs ``(x, y)``, the perplexity of chapter 2.
 
     Runs in evaluation mode without gradients, in batches so memory stays small, and sums the
     losses (rather than averaging batch means) so that a short last batch is weighted correctly.
     """
     if len(x) == 0 or len(x) != len(y):
-        raise ValueError(f"need as many targets as contexts, and at least one: got {len(x)} "
-                         f"contexts and {len(y)} targets")
+        raise ValueError(
+            f"need as many targets as contexts, and at least one: got {len(x)} "
+            f"contexts and {len(y)} targets"
+        )
     was_training = model.training
     model.eval()
     total = 0.0
     for start in range(0, len(x), batch_size):
-        logits, _ = model(x[start:start + batch_size])
-        total += F.cross_entropy(logits, y[start:start + batch_size], reduction="sum").item()
+        logits, _ = model(x[start : start + batch_size])
+        total += F.cross_entropy(logits, y[start : start + batch_size], reduction="sum").item()
     model.train(was_training)
     return math.exp(total / len(x))
 
@@ -114,8 +123,9 @@ class RandomPairBatches:
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int = 0):
         if len(x) != len(y) or len(x) == 0:
-            raise ValueError(f"need as many targets as contexts, and at least one: got {len(x)} "
-                             f"and {len(y)}")
+            raise ValueError(
+                f"need as many targets as contexts, and at least one: got {len(x)} and {len(y)}"
+            )
         self.x, self.y, self.batch_size = x, y, batch_size
         self.generator = torch.Generator().manual_seed(seed)
 
@@ -131,8 +141,13 @@ class RandomPairBatches:
 
 
 @torch.no_grad()
-def sample(model: MLPLanguageModel, bos_id: int, eos_id: int, generator: torch.Generator,
-           max_length: int = 30) -> list[int]:
+def sample(
+    model: MLPLanguageModel,
+    bos_id: int,
+    eos_id: int,
+    generator: torch.Generator,
+    max_length: int = 30,
+) -> list[int]:
     """Token ids drawn one at a time from the model until ``eos_id`` (neither boundary returned).
 
     The context starts as ``context_length`` begin tokens and slides by one after every draw:

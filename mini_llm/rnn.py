@@ -23,14 +23,20 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def rnn_step(x_t: torch.Tensor, h_prev: torch.Tensor, W_xh: torch.Tensor, W_hh: torch.Tensor,
-             b_h: torch.Tensor) -> torch.Tensor:
+def rnn_step(
+    x_t: torch.Tensor,
+    h_prev: torch.Tensor,
+    W_xh: torch.Tensor,
+    W_hh: torch.Tensor,
+    b_h: torch.Tensor,
+) -> torch.Tensor:
     """One step: the new hidden state (B, H) from the input x_t (B, D) and h_prev (B, H)."""
     return torch.tanh(x_t @ W_xh.T + h_prev @ W_hh.T + b_h)
 
 
-def rnn_forward(xs: torch.Tensor, h0: torch.Tensor, W_xh: torch.Tensor, W_hh: torch.Tensor,
-                b_h: torch.Tensor) -> torch.Tensor:
+def rnn_forward(
+    xs: torch.Tensor, h0: torch.Tensor, W_xh: torch.Tensor, W_hh: torch.Tensor, b_h: torch.Tensor
+) -> torch.Tensor:
     """Every hidden state (B, T, H) for inputs xs (B, T, D), starting from h0 (B, H).
 
     The input part x_t W_xhᵀ + b_h does not depend on the past, so it is computed for all T
@@ -45,8 +51,14 @@ def rnn_forward(xs: torch.Tensor, h0: torch.Tensor, W_xh: torch.Tensor, W_hh: to
 
 
 @torch.no_grad()
-def rnn_backward(xs: torch.Tensor, h0: torch.Tensor, W_xh: torch.Tensor, W_hh: torch.Tensor,
-                 b_h: torch.Tensor, grad_hs: torch.Tensor) -> dict[str, torch.Tensor]:
+def rnn_backward(
+    xs: torch.Tensor,
+    h0: torch.Tensor,
+    W_xh: torch.Tensor,
+    W_hh: torch.Tensor,
+    b_h: torch.Tensor,
+    grad_hs: torch.Tensor,
+) -> dict[str, torch.Tensor]:
     """Backpropagation through time, by hand.
 
     ``grad_hs`` (B, T, H) is ∂L/∂h_t as seen from the layers above (the output head) at each
@@ -59,8 +71,9 @@ def rnn_backward(xs: torch.Tensor, h0: torch.Tensor, W_xh: torch.Tensor, W_hh: t
     """
     hs = rnn_forward(xs, h0, W_xh, W_hh, b_h)
     previous = torch.cat([h0[:, None], hs[:, :-1]], dim=1)  # h_{t−1} for every t
-    grads = {name: torch.zeros_like(p) for name, p in (("W_xh", W_xh), ("W_hh", W_hh),
-                                                       ("b_h", b_h))}
+    grads = {
+        name: torch.zeros_like(p) for name, p in (("W_xh", W_xh), ("W_hh", W_hh), ("b_h", b_h))
+    }
     dhs = torch.zeros_like(hs)
     from_later = torch.zeros_like(h0)  # gradient reaching h_t through step t + 1
     for t in reversed(range(xs.size(1))):
@@ -75,8 +88,9 @@ def rnn_backward(xs: torch.Tensor, h0: torch.Tensor, W_xh: torch.Tensor, W_hh: t
     return grads
 
 
-def clip_by_global_norm(grads: list[torch.Tensor], max_norm: float
-                        ) -> tuple[list[torch.Tensor], float]:
+def clip_by_global_norm(
+    grads: list[torch.Tensor], max_norm: float
+) -> tuple[list[torch.Tensor], float]:
     """Scale all gradients together so that their joint norm is at most ``max_norm``.
 
     Returns the (possibly) scaled gradients and the norm before clipping. The direction of the
@@ -110,8 +124,9 @@ class RNNLanguageModel(nn.Module):
     def initial_state(self, batch_size: int) -> torch.Tensor:
         return torch.zeros(batch_size, self.hidden_dim, device=self.W_hh.device)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
-                h0: torch.Tensor | None = None):
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, h0: torch.Tensor | None = None
+    ):
         h0 = self.initial_state(idx.size(0)) if h0 is None else h0
         hs = rnn_forward(self.embedding(idx), h0, self.W_xh, self.W_hh, self.b_h)
         logits = self.head(hs)
@@ -121,8 +136,13 @@ class RNNLanguageModel(nn.Module):
         return logits, loss
 
     @torch.no_grad()
-    def generate(self, prompt: list[int], max_new_tokens: int, generator: torch.Generator,
-                 temperature: float = 1.0) -> list[int]:
+    def generate(
+        self,
+        prompt: list[int],
+        max_new_tokens: int,
+        generator: torch.Generator,
+        temperature: float = 1.0,
+    ) -> list[int]:
         """Continue ``prompt`` (token ids) by sampling: the hidden state carries the whole past,
         so each new token costs one step, with no window to crop."""
         if not prompt:
@@ -142,8 +162,9 @@ class RNNLanguageModel(nn.Module):
         return rnn_step(x, h, self.W_xh, self.W_hh, self.b_h)
 
 
-def hidden_gradient_norms(model: RNNLanguageModel, idx: torch.Tensor,
-                          targets: torch.Tensor) -> torch.Tensor:
+def hidden_gradient_norms(
+    model: RNNLanguageModel, idx: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
     """‖∂L/∂h_t‖ for every step t (averaged over the batch), when only the LAST prediction is
     scored: how much of the final loss's gradient still reaches each earlier step."""
     h0 = model.initial_state(idx.size(0))
@@ -151,6 +172,7 @@ def hidden_gradient_norms(model: RNNLanguageModel, idx: torch.Tensor,
     hs = rnn_forward(xs, h0, model.W_xh, model.W_hh, model.b_h).detach().requires_grad_(True)
     loss = F.cross_entropy(model.head(hs[:, -1]), targets[:, -1])
     (grad_last,) = torch.autograd.grad(loss, hs)
-    grads = rnn_backward(xs, h0, model.W_xh.detach(), model.W_hh.detach(), model.b_h.detach(),
-                         grad_last)
+    grads = rnn_backward(
+        xs, h0, model.W_xh.detach(), model.W_hh.detach(), model.b_h.detach(), grad_last
+    )
     return grads["hs"].norm(dim=-1).mean(dim=0)

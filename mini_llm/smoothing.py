@@ -74,8 +74,10 @@ def lookup_counts(contexts: np.ndarray, counts: np.ndarray, queries: np.ndarray)
         return found
     # One integer per context (its digits in base V): a sorted 1-D array can be binary-searched.
     if counts.shape[1] ** contexts.shape[1] >= 2**63:
-        raise ValueError("contexts this long over this vocabulary do not fit in 64-bit codes; "
-                         "use a smaller n or a smaller vocabulary")
+        raise ValueError(
+            "contexts this long over this vocabulary do not fit in 64-bit codes; "
+            "use a smaller n or a smaller vocabulary"
+        )
     place_values = counts.shape[1] ** np.arange(contexts.shape[1] - 1, -1, -1, dtype=np.int64)
     table_codes, query_codes = contexts @ place_values, queries @ place_values
     rows = np.searchsorted(table_codes, query_codes).clip(max=len(table_codes) - 1)
@@ -127,11 +129,13 @@ class NGramModel:
     exactly what perplexity needs.
     """
 
-    def __init__(self, train_sequences: Sequence[SequenceLike], n: int, vocab_size: int,
-                 bos_id: int = 0):
+    def __init__(
+        self, train_sequences: Sequence[SequenceLike], n: int, vocab_size: int, bos_id: int = 0
+    ):
         self.n, self.vocab_size, self.bos_id = n, vocab_size, bos_id
-        self.tables = [ngram_counts(train_sequences, order, vocab_size, bos_id)
-                       for order in range(1, n + 1)]
+        self.tables = [
+            ngram_counts(train_sequences, order, vocab_size, bos_id) for order in range(1, n + 1)
+        ]
 
     def __repr__(self) -> str:
         rows = ", ".join(str(len(contexts)) for contexts, _ in self.tables)
@@ -146,29 +150,36 @@ class NGramModel:
             raise ValueError(f"order must be between 1 and {self.n}, got {order}")
         windows = self._windows(sequences)
         contexts, counts = self.tables[order - 1]
-        context_counts = lookup_counts(contexts, counts, windows[:, self.n - order:-1])
+        context_counts = lookup_counts(contexts, counts, windows[:, self.n - order : -1])
         return windows[:, -1], add_k_probabilities(context_counts, k)
 
-    def probabilities_of_next(self, sequences: Sequence[SequenceLike], order: int | None = None,
-                              k: float = 0.0) -> np.ndarray:
+    def probabilities_of_next(
+        self, sequences: Sequence[SequenceLike], order: int | None = None, k: float = 0.0
+    ) -> np.ndarray:
         """P(actual next token | context) at every position, under the add-k model of ``order``."""
         targets, probs = self.distributions(sequences, order or self.n, k)
         return probs[np.arange(len(targets)), targets]
 
     def probabilities_by_order(self, sequences: Sequence[SequenceLike]) -> np.ndarray:
         """``(n, N)``: row ``j`` is P(next token) under the unsmoothed model of order ``j + 1``."""
-        return np.stack([self.probabilities_of_next(sequences, order, k=0.0)
-                         for order in range(1, self.n + 1)])
+        return np.stack(
+            [self.probabilities_of_next(sequences, order, k=0.0) for order in range(1, self.n + 1)]
+        )
 
-    def interpolated_probabilities_of_next(self, sequences: Sequence[SequenceLike],
-                                           weights: Sequence[float]) -> np.ndarray:
+    def interpolated_probabilities_of_next(
+        self, sequences: Sequence[SequenceLike], weights: Sequence[float]
+    ) -> np.ndarray:
         """P(next token) under the mixture of the unsmoothed models of orders ``1 .. n``."""
         return interpolate(self.probabilities_by_order(sequences), weights)
 
 
-def unseen_ngram_fraction(train_sequences: Sequence[SequenceLike],
-                          eval_sequences: Sequence[SequenceLike], n: int, vocab_size: int,
-                          bos_id: int = 0) -> float:
+def unseen_ngram_fraction(
+    train_sequences: Sequence[SequenceLike],
+    eval_sequences: Sequence[SequenceLike],
+    n: int,
+    vocab_size: int,
+    bos_id: int = 0,
+) -> float:
     """The share of the n-grams of ``eval_sequences`` that never occur in ``train_sequences``."""
     contexts, counts = ngram_counts(train_sequences, n, vocab_size, bos_id)
     windows = ngram_windows(pad_sequences(eval_sequences, n, bos_id), n)

@@ -59,7 +59,8 @@ class CharTokenizer(Tokenizer):
         self.chars = sorted(set(chars))
         if not self.chars:
             raise ValueError(
-                "a character tokenizer needs at least one character (is the text empty?)")
+                "a character tokenizer needs at least one character (is the text empty?)"
+            )
         self.char_to_id = {ch: i for i, ch in enumerate(self.chars)}
 
     @classmethod
@@ -92,7 +93,8 @@ class CharTokenizer(Tokenizer):
         bad = [i for i in ids if not 0 <= i < len(self.chars)]
         if bad:
             raise ValueError(
-                f"token id {bad[0]} is outside the vocabulary (0…{len(self.chars) - 1})")
+                f"token id {bad[0]} is outside the vocabulary (0…{len(self.chars) - 1})"
+            )
         return "".join(self.chars[i] for i in ids)
 
     def to_dict(self) -> dict:

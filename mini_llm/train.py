@@ -123,8 +123,14 @@ class TrainingDivergedError(FloatingPointError):
     """The loss became NaN or infinite."""
 
 
-SCHEDULE_KEYS = ("learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "max_iters",
-                 "schedule")
+SCHEDULE_KEYS = (
+    "learning_rate",
+    "min_lr",
+    "warmup_iters",
+    "lr_decay_iters",
+    "max_iters",
+    "schedule",
+)
 
 
 def learning_rate_at(step: int, config: TrainConfig) -> float:
@@ -162,14 +168,21 @@ def schedule_changes(saved: dict, config: TrainConfig) -> list[str]:
     """
     ours = asdict(config)
     saved = {"schedule": "cosine", **saved}  # checkpoints from before the noam option
-    changed = [f"{key} {saved[key]} -> {ours[key]}"
-               for key in ("schedule", "learning_rate", "min_lr", "warmup_iters")
-               if saved[key] != ours[key]]
+    changed = [
+        f"{key} {saved[key]} -> {ours[key]}"
+        for key in ("schedule", "learning_rate", "min_lr", "warmup_iters")
+        if saved[key] != ours[key]
+    ]
     if _decay_end(saved) != _decay_end(ours):
-        keys = [f"{key} {saved[key]} -> {ours[key]}"
-                for key in ("lr_decay_iters", "max_iters") if saved[key] != ours[key]]
-        changed.append(f"{' and '.join(keys)}: the cosine would end at step {_decay_end(ours)}, "
-                       f"not {_decay_end(saved)}")
+        keys = [
+            f"{key} {saved[key]} -> {ours[key]}"
+            for key in ("lr_decay_iters", "max_iters")
+            if saved[key] != ours[key]
+        ]
+        changed.append(
+            f"{' and '.join(keys)}: the cosine would end at step {_decay_end(ours)}, "
+            f"not {_decay_end(saved)}"
+        )
     return changed
 
 
@@ -179,9 +192,11 @@ def _check_schedule(saved: dict, config: TrainConfig, step: int) -> None:
         return
     saved = {"schedule": "cosine", **saved}
     before = learning_rate_at(step, replace(config, **{k: saved[k] for k in SCHEDULE_KEYS}))
-    put_back = [f"{key}={saved[key]}"
-                for key in ("schedule", "learning_rate", "min_lr", "warmup_iters")
-                if saved[key] != getattr(config, key)]
+    put_back = [
+        f"{key}={saved[key]}"
+        for key in ("schedule", "learning_rate", "min_lr", "warmup_iters")
+        if saved[key] != getattr(config, key)
+    ]
     if _decay_end(saved) != _decay_end(asdict(config)):
         put_back.append(f"lr_decay_iters={_decay_end(saved)} (after it the rate stays at min_lr)")
     raise CheckpointError(
@@ -189,7 +204,8 @@ def _check_schedule(saved: dict, config: TrainConfig, step: int) -> None:
         f"({'; '.join(changed)}), so at step {step} the rate would jump from {before:.1e} to "
         f"{learning_rate_at(step, config):.1e}. To train on with the saved schedule, set "
         f"{', '.join(put_back)}; to use the new schedule anyway, pass new_schedule=True "
-        "(mini-llm train --new-schedule)")
+        "(mini-llm train --new-schedule)"
+    )
 
 
 def autocast_dtype(device: torch.device, dtype: str) -> torch.dtype | None:
@@ -199,28 +215,41 @@ def autocast_dtype(device: torch.device, dtype: str) -> torch.dtype | None:
     supported = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
     if dtype == "bf16" and not supported:
         where = "this GPU" if device.type == "cuda" else f"device {device.type!r}"
-        raise ValueError(f"dtype='bf16' needs a CUDA GPU with bfloat16 support, not {where}; "
-                         "use dtype='auto' or 'fp32'")
+        raise ValueError(
+            f"dtype='bf16' needs a CUDA GPU with bfloat16 support, not {where}; "
+            "use dtype='auto' or 'fp32'"
+        )
     return torch.bfloat16 if supported and dtype in ("auto", "bf16") else None
 
 
-def make_optimizer(model: nn.Module, config: TrainConfig,
-                   device: torch.device) -> torch.optim.AdamW:
+def make_optimizer(
+    model: nn.Module, config: TrainConfig, device: torch.device
+) -> torch.optim.AdamW:
     """AdamW with weight decay on weight matrices only.
 
     The fused kernel (one pass over all parameters) is used on CUDA and on the CPU, where it
     measured about 4x faster than the default for this model size.
     """
-    embeddings = {id(p) for module in model.modules() if isinstance(module, nn.Embedding)
-                  for p in module.parameters()}
+    embeddings = {
+        id(p)
+        for module in model.modules()
+        if isinstance(module, nn.Embedding)
+        for p in module.parameters()
+    }
     decay, no_decay = [], []
     for p in model.parameters():  # a tied parameter is listed once
         if p.requires_grad:
             (decay if p.dim() >= 2 and id(p) not in embeddings else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": config.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=config.learning_rate, betas=(config.beta1, config.beta2),
-                             fused=device.type in ("cuda", "cpu"))
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(
+        groups,
+        lr=config.learning_rate,
+        betas=(config.beta1, config.beta2),
+        fused=device.type in ("cuda", "cpu"),
+    )
 
 
 def plot_losses(result: TrainResult, path: str | Path, title: str = "loss") -> None:
@@ -293,8 +322,13 @@ def _state_of(batches) -> dict | None:
     return batches.state_dict() if hasattr(batches, "state_dict") else None
 
 
-def train(model: nn.Module, train_batches: Batches, config: TrainConfig | None = None,
-          val_batches: Batches | None = None, checkpoint_extra: dict | None = None) -> TrainResult:
+def train(
+    model: nn.Module,
+    train_batches: Batches,
+    config: TrainConfig | None = None,
+    val_batches: Batches | None = None,
+    checkpoint_extra: dict | None = None,
+) -> TrainResult:
     """Train ``model`` in place on batches from ``train_batches``; return the loss history.
 
     ``checkpoint_extra`` is stored in every checkpoint as is (e.g. the model config and the
@@ -328,35 +362,64 @@ def _train(model, train_batches, config, val_batches, checkpoint_extra, world) -
     if config.resume:
         if checkpoint_path is None:
             raise ValueError("resume=True needs out_dir, the folder that holds ckpt.pt")
-        _resume(load_checkpoint(checkpoint_path, map_location=device), config, model, optimizer,
-                result, world, train_batches, val_batches)
+        _resume(
+            load_checkpoint(checkpoint_path, map_location=device),
+            config,
+            model,
+            optimizer,
+            result,
+            world,
+            train_batches,
+            val_batches,
+        )
     if result.step >= config.max_iters:
         raise ValueError(f"the run is already at step {result.step}; raise max_iters to train more")
 
     low_precision = autocast_dtype(device, config.dtype)
-    autocast = (lambda: torch.autocast(device.type, dtype=low_precision)) if low_precision \
+    autocast = (
+        (lambda: torch.autocast(device.type, dtype=low_precision))
+        if low_precision
         else contextlib.nullcontext
+    )
     compute_model = torch.compile(model) if config.compile else model
     if world.enabled:
         compute_model = nn.parallel.DistributedDataParallel(
-            compute_model, device_ids=[device.index] if device.type == "cuda" else None)
+            compute_model, device_ids=[device.index] if device.type == "cuda" else None
+        )
 
     def evaluate() -> float:
         compute_model.eval()
         with torch.no_grad(), autocast():
-            losses = torch.stack([compute_model(*(t.to(device) for t in val_batches()))[1].float()
-                                  for _ in range(config.eval_iters)])
+            losses = torch.stack(
+                [
+                    compute_model(*(t.to(device) for t in val_batches()))[1].float()
+                    for _ in range(config.eval_iters)
+                ]
+            )
         compute_model.train()
         return world.mean(losses.mean()).item()
 
     def save():
-        ranks = world.gather({"rng": rng_states(), "train_batches": _state_of(train_batches),
-                              "val_batches": _state_of(val_batches)})
+        ranks = world.gather(
+            {
+                "rng": rng_states(),
+                "train_batches": _state_of(train_batches),
+                "val_batches": _state_of(val_batches),
+            }
+        )
         if writes_files:
-            save_checkpoint({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                             "step": result.step, "train_config": asdict(config), "ranks": ranks,
-                             "history": {"train": result.train_losses, "val": result.val_losses},
-                             **(checkpoint_extra or {})}, checkpoint_path)
+            save_checkpoint(
+                {
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "step": result.step,
+                    "train_config": asdict(config),
+                    "ranks": ranks,
+                    "history": {"train": result.train_losses, "val": result.val_losses},
+                    **(checkpoint_extra or {}),
+                },
+                checkpoint_path,
+            )
             plot_losses(result, out_dir / "loss.png")
 
     def log(record: dict):
@@ -370,8 +433,13 @@ def _train(model, train_batches, config, val_batches, checkpoint_extra, world) -
         result.val_losses.append((0, evaluate()))
         log({"step": 0, "val_loss": result.val_losses[-1][1]})
 
-    bar = tqdm(total=config.max_iters, initial=result.step, desc="train", dynamic_ncols=True,
-               disable=not (config.progress and world.is_main))
+    bar = tqdm(
+        total=config.max_iters,
+        initial=result.step,
+        desc="train",
+        dynamic_ncols=True,
+        disable=not (config.progress and world.is_main),
+    )
     pending: list[torch.Tensor] = []  # losses not yet copied to the CPU (a copy waits for the GPU)
     tokens_since, time_since = 0, time.perf_counter()
     compute_model.train()
@@ -384,8 +452,9 @@ def _train(model, train_batches, config, val_batches, checkpoint_extra, world) -
             x, y = (t.to(device, non_blocking=True) for t in train_batches())
             last = micro == config.grad_accum_steps - 1
             # Under DDP, gradients are averaged across ranks only after the last micro-batch.
-            sync = (contextlib.nullcontext() if last or not world.enabled
-                    else compute_model.no_sync())
+            sync = (
+                contextlib.nullcontext() if last or not world.enabled else compute_model.no_sync()
+            )
             with sync:
                 with autocast():
                     _, loss = compute_model(x, y)
@@ -404,9 +473,11 @@ def _train(model, train_batches, config, val_batches, checkpoint_extra, world) -
 
         finished = result.step == config.max_iters
         evaluate_now = val_batches is not None and (
-            finished or (config.eval_interval and result.step % config.eval_interval == 0))
+            finished or (config.eval_interval and result.step % config.eval_interval == 0)
+        )
         save_now = checkpoint_path is not None and (
-            finished or result.step % checkpoint_interval == 0)
+            finished or result.step % checkpoint_interval == 0
+        )
         if finished or evaluate_now or save_now or result.step % config.log_interval == 0:
             losses = world.mean(torch.stack(pending)).tolist()
             first = result.step - len(losses) + 1
@@ -414,20 +485,30 @@ def _train(model, train_batches, config, val_batches, checkpoint_extra, world) -
             bad = [(first + i, v) for i, v in enumerate(losses) if not math.isfinite(v)]
             if bad:
                 bar.close()
-                kept = (f"the last good checkpoint is kept at {checkpoint_path}"
-                        if checkpoint_path and checkpoint_path.exists()
-                        else "no checkpoint was written")
+                kept = (
+                    f"the last good checkpoint is kept at {checkpoint_path}"
+                    if checkpoint_path and checkpoint_path.exists()
+                    else "no checkpoint was written"
+                )
                 raise TrainingDivergedError(
                     f"the loss became {bad[0][1]} at step {bad[0][0]}; {kept}. Lower the learning "
-                    "rate, lengthen the warm-up or check the data")
+                    "rate, lengthen the warm-up or check the data"
+                )
             result.train_losses.extend((first + i, v) for i, v in enumerate(losses))
             elapsed = time.perf_counter() - time_since
             result.tokens_per_s = tokens_since / elapsed
             tokens_since, time_since = 0, time.perf_counter()
-            bar.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{lr:.1e}",
-                            tok_s=f"{result.tokens_per_s:,.0f}")
-            log({"step": result.step, "train_loss": losses[-1], "lr": lr,
-                 "tokens_per_s": round(result.tokens_per_s, 1)})
+            bar.set_postfix(
+                loss=f"{losses[-1]:.4f}", lr=f"{lr:.1e}", tok_s=f"{result.tokens_per_s:,.0f}"
+            )
+            log(
+                {
+                    "step": result.step,
+                    "train_loss": losses[-1],
+                    "lr": lr,
+                    "tokens_per_s": round(result.tokens_per_s, 1),
+                }
+            )
         if evaluate_now:
             result.val_losses.append((result.step, evaluate()))
             log({"step": result.step, "val_loss": result.val_losses[-1][1]})
@@ -443,10 +524,16 @@ def _train(model, train_batches, config, val_batches, checkpoint_extra, world) -
 def _first_difference(saved: dict, ours: dict) -> str:
     """One line on how two state dicts differ, where PyTorch lists every tensor."""
     missing, extra = saved.keys() - ours.keys(), ours.keys() - saved.keys()
-    shapes = [f"{name} is {list(saved[name].shape)} there, {list(ours[name].shape)} here"
-              for name in saved.keys() & ours.keys() if saved[name].shape != ours[name].shape]
-    differences = sorted(shapes) + [f"{name} only there" for name in sorted(missing)] + [
-        f"{name} only here" for name in sorted(extra)]
+    shapes = [
+        f"{name} is {list(saved[name].shape)} there, {list(ours[name].shape)} here"
+        for name in saved.keys() & ours.keys()
+        if saved[name].shape != ours[name].shape
+    ]
+    differences = (
+        sorted(shapes)
+        + [f"{name} only there" for name in sorted(missing)]
+        + [f"{name} only here" for name in sorted(extra)]
+    )
     if not differences:
         return "the optimizer's state does not fit the model"
     more = f", and {len(differences) - 1} more" if len(differences) > 1 else ""
@@ -465,7 +552,8 @@ def _resume(state, config, model, optimizer, result, world, train_batches, val_b
             f"the checkpoint was written by {len(ranks)} process(es) and this run has "
             f"{world.world_size}: each process continues its own stream of batches and random "
             f"numbers, so resume with {len(ranks)} (torchrun --nproc_per_node {len(ranks)}), "
-            "or train into a new out_dir")
+            "or train into a new out_dir"
+        )
     _check_schedule(state["train_config"], config, state["step"])
     try:
         model.load_state_dict(state["model"])
@@ -474,7 +562,8 @@ def _resume(state, config, model, optimizer, result, world, train_batches, val_b
         raise CheckpointError(
             f"the checkpoint was written for a different model or optimizer "
             f"({_first_difference(state['model'], model.state_dict())}); resume with the settings "
-            "it was trained with, or train into a new out_dir (mini-llm train --out)") from None
+            "it was trained with, or train into a new out_dir (mini-llm train --out)"
+        ) from None
     result.step = state["step"]
     result.train_losses = [tuple(pair) for pair in state["history"]["train"]]
     result.val_losses = [tuple(pair) for pair in state["history"]["val"]]

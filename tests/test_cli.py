@@ -24,16 +24,32 @@ from mini_llm.train import TrainResult
 
 # Small, yet big enough that the q,k,v and MLP products take cpu_linear's oneDNN path, which
 # the command-line runs below are forced to use (MINI_LLM_ONEDNN=on) on any x86 CPU.
-TINY = ["n_layer=1", "n_head=2", "n_embd=64", "block_size=32", "batch_size=8", "eval_interval=10",
-        "eval_iters=2", "warmup_iters=2", "progress=false"]
+TINY = [
+    "n_layer=1",
+    "n_head=2",
+    "n_embd=64",
+    "block_size=32",
+    "batch_size=8",
+    "eval_interval=10",
+    "eval_iters=2",
+    "warmup_iters=2",
+    "progress=false",
+]
 
 
 ONEDNN = {cpu_linear.ENVIRONMENT_VARIABLE: "on"}
 
 
 def mini_llm(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "mini_llm.cli", *args], cwd=cwd, check=False,
-                          capture_output=True, text=True, timeout=300, env=os.environ | ONEDNN)
+    return subprocess.run(
+        [sys.executable, "-m", "mini_llm.cli", *args],
+        cwd=cwd,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | ONEDNN,
+    )
 
 
 def test_the_command_line_runs_take_the_fast_path(monkeypatch):
@@ -49,8 +65,20 @@ def trained_run(tmp_path_factory):
     prepared = mini_llm("prepare", "--corpus", "shakespeare", "--out", "data", cwd=work)
     assert prepared.returncode == 0, prepared.stderr
     assert "train and" in prepared.stdout and (work / "data" / "train.bin").exists()
-    trained = mini_llm("train", "--config", "shakespeare-char-cpu", "--data", "data",
-                       "--out", "run", "--device", "cpu", "max_iters=20", *TINY, cwd=work)
+    trained = mini_llm(
+        "train",
+        "--config",
+        "shakespeare-char-cpu",
+        "--data",
+        "data",
+        "--out",
+        "run",
+        "--device",
+        "cpu",
+        "max_iters=20",
+        *TINY,
+        cwd=work,
+    )
     assert trained.returncode == 0, trained.stderr
     assert "done: step 20, val loss" in trained.stdout
     return work
@@ -59,32 +87,66 @@ def trained_run(tmp_path_factory):
 def test_prepare_train_sample_end_to_end(trained_run):
     written = {p.name for p in (trained_run / "run").iterdir()}
     assert written >= {"ckpt.pt", "metrics.jsonl", "loss.png"}
-    sampled = mini_llm("sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO:",
-                       "--max-new-tokens", "40", "--device", "cpu", cwd=trained_run)
+    sampled = mini_llm(
+        "sample",
+        "--checkpoint",
+        "run/ckpt.pt",
+        "--prompt",
+        "ROMEO:",
+        "--max-new-tokens",
+        "40",
+        "--device",
+        "cpu",
+        cwd=trained_run,
+    )
     assert sampled.returncode == 0, sampled.stderr
     assert sampled.stdout.startswith("ROMEO:") and len(sampled.stdout) >= 46
     assert sampled.stdout.endswith("\n")  # the shell prompt starts on a line of its own
-    again = mini_llm("sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO:", "--no-cache",
-                     "--max-new-tokens", "40", "--device", "cpu", cwd=trained_run)
+    again = mini_llm(
+        "sample",
+        "--checkpoint",
+        "run/ckpt.pt",
+        "--prompt",
+        "ROMEO:",
+        "--no-cache",
+        "--max-new-tokens",
+        "40",
+        "--device",
+        "cpu",
+        cwd=trained_run,
+    )
     assert again.stdout == sampled.stdout  # same seed, with or without the KV cache
 
 
 def test_resume_keeps_the_runs_own_settings_and_schedule_or_says_why_not(
-        trained_run, capsys, monkeypatch):
+    trained_run, capsys, monkeypatch
+):
     # Only the new overrides are given: the run's own (TINY, max_iters=20) come from its checkpoint.
     def resume(*args):
-        return mini_llm("train", "--out", "run", "--device", "cpu", "--resume", *args,
-                        cwd=trained_run)
+        return mini_llm(
+            "train", "--out", "run", "--device", "cpu", "--resume", *args, cwd=trained_run
+        )
 
     monkeypatch.chdir(trained_run)  # the run's cosine ended at step 20:
     assert main(["train", "--out", "run", "--device", "cpu", "--resume", "max_iters=25"]) == 2
     captured = capsys.readouterr()
     assert "resuming shakespeare-char-cpu at step 20 of 20" in captured.out
     own = captured.out.split("the run's own settings (")[1].split(");")[0].split(", ")
-    assert set(own) == {f"{key} {before} -> {after}" for key, before, after in (
-        ("max_iters", 2000, 20), ("n_layer", 4, 1), ("n_head", 4, 2), ("n_embd", 128, 64),
-        ("block_size", 64, 32), ("batch_size", 12, 8), ("eval_interval", 250, 10),
-        ("eval_iters", 20, 2), ("warmup_iters", 100, 2), ("progress", True, False))}
+    assert set(own) == {
+        f"{key} {before} -> {after}"
+        for key, before, after in (
+            ("max_iters", 2000, 20),
+            ("n_layer", 4, 1),
+            ("n_head", 4, 2),
+            ("n_embd", 128, 64),
+            ("block_size", 64, 32),
+            ("batch_size", 12, 8),
+            ("eval_interval", 250, 10),
+            ("eval_iters", 20, 2),
+            ("warmup_iters", 100, 2),
+            ("progress", True, False),
+        )
+    }
     assert "changed by this command: max_iters 20 -> 25" in captured.out
     refused = captured.err
     assert "resume refused" in refused and "max_iters 20 -> 25" in refused
@@ -101,10 +163,25 @@ def test_resume_keeps_the_runs_own_settings_and_schedule_or_says_why_not(
 
 
 def test_resuming_with_another_model_shape_is_a_short_error_naming_out(
-        trained_run, capsys, monkeypatch):
+    trained_run, capsys, monkeypatch
+):
     monkeypatch.chdir(trained_run)
-    assert main(["train", "--out", "run", "--device", "cpu", "--resume", "--new-schedule",
-                 "max_iters=30", "n_embd=32"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--out",
+                "run",
+                "--device",
+                "cpu",
+                "--resume",
+                "--new-schedule",
+                "max_iters=30",
+                "n_embd=32",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "another model shape (n_embd 64 -> 32)" in err and "--out" in err
     assert len(err.splitlines()) == 1 and len(err) < 300  # no list of state-dict keys
@@ -121,8 +198,23 @@ def test_train_refuses_to_overwrite_a_run_unless_told(trained_run, capsys, monke
     assert "--out run --resume" in err and "--overwrite" in err
     assert (trained_run / "run" / "ckpt.pt").read_bytes() == before
     shutil.copytree(trained_run / "run", trained_run / "again")
-    assert main(["train", "--data", "data", "--out", "again", "--device", "cpu", "--overwrite",
-                 "max_iters=3", *TINY]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                "data",
+                "--out",
+                "again",
+                "--device",
+                "cpu",
+                "--overwrite",
+                "max_iters=3",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     metrics = (trained_run / "again" / "metrics.jsonl").read_text().splitlines()
     assert json.loads(metrics[0])["step"] == 0 and json.loads(metrics[-1])["step"] == 3
     assert load_checkpoint(trained_run / "again" / "ckpt.pt")["step"] == 3
@@ -144,30 +236,62 @@ class InterruptedBatches(RandomBatches):
 
 
 def test_ctrl_c_names_the_kept_step_and_the_command_that_resumes_it(
-        trained_run, capsys, monkeypatch):
+    trained_run, capsys, monkeypatch
+):
     monkeypatch.chdir(trained_run)
-    monkeypatch.setattr(cli, "RandomBatches", lambda tokens, **kw: (
-        InterruptedBatches if "train split" in kw["name"] else RandomBatches)(tokens, **kw))
-    assert main(["train", "--data", "data", "--out", "cut", "--device", "cpu",
-                 "max_iters=24", *TINY]) == 130  # eval_interval=10: a checkpoint at step 10
+    monkeypatch.setattr(
+        cli,
+        "RandomBatches",
+        lambda tokens, **kw: (InterruptedBatches if "train split" in kw["name"] else RandomBatches)(
+            tokens, **kw
+        ),
+    )
+    assert (
+        main(["train", "--data", "data", "--out", "cut", "--device", "cpu", "max_iters=24", *TINY])
+        == 130
+    )  # eval_interval=10: a checkpoint at step 10
     err = capsys.readouterr().err
     assert "interrupted; the kept checkpoint cut/ckpt.pt holds step 10 of 24" in err
     command = err.splitlines()[-1].strip()
     assert command.endswith("train --out cut --resume --device cpu")
-    resumed = subprocess.run(shlex.split(command), cwd=trained_run, capture_output=True, text=True,
-                             timeout=300, check=False, env=os.environ | ONEDNN)
+    resumed = subprocess.run(
+        shlex.split(command),
+        cwd=trained_run,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=os.environ | ONEDNN,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert "done: step 24" in resumed.stdout  # the run's max_iters, not the config's 2,000
     monkeypatch.setattr(cli, "RandomBatches", InterruptedBatches)
-    assert main(["train", "--data", "data", "--out", "early", "--device", "cpu",
-                 "max_iters=24", "checkpoint_interval=20", *TINY]) == 130
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                "data",
+                "--out",
+                "early",
+                "--device",
+                "cpu",
+                "max_iters=24",
+                "checkpoint_interval=20",
+                *TINY,
+            ]
+        )
+        == 130
+    )
     assert "before the first checkpoint, so there is nothing in early/ckpt.pt" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
 
 
 def test_prompt_character_outside_the_vocabulary(trained_run):
-    done = mini_llm("sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO\u263a",
-                    cwd=trained_run)
+    done = mini_llm(
+        "sample", "--checkpoint", "run/ckpt.pt", "--prompt", "ROMEO\u263a", cwd=trained_run
+    )
     assert done.returncode == 2
     assert "character '\u263a' (U+263A) is not in the tokenizer's vocabulary" in done.stderr
     assert "Traceback" not in done.stderr
@@ -176,10 +300,28 @@ def test_prompt_character_outside_the_vocabulary(trained_run):
 def test_a_real_ctrl_c_keeps_the_checkpoint_and_says_how_to_resume(trained_run):
     """SIGINT, as the terminal sends it, once the first checkpoint is on disk."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "mini_llm.cli", "train", "--data", "data", "--out", "signal",
-         "--device", "cpu", "--threads", "1", "max_iters=100000", *TINY],
-        cwd=trained_run, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=os.environ | ONEDNN)
+        [
+            sys.executable,
+            "-m",
+            "mini_llm.cli",
+            "train",
+            "--data",
+            "data",
+            "--out",
+            "signal",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "max_iters=100000",
+            *TINY,
+        ],
+        cwd=trained_run,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | ONEDNN,
+    )
     checkpoint = trained_run / "signal" / "ckpt.pt"
     deadline = time.monotonic() + 240
     while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
@@ -197,10 +339,12 @@ def test_missing_and_unreadable_checkpoints_say_why(trained_run, tmp_path, capsy
     assert main(["sample", "--checkpoint", str(tmp_path / "nope.pt")]) == 2
     assert "no checkpoint at" in capsys.readouterr().err
     whole = (trained_run / "run" / "ckpt.pt").read_bytes()
-    reasons = {b"": "the file is empty (0 bytes)",  # torch: EOFError(), shown as "()"
-               b"hello\n": "not a file written by torch.save",  # torch: KeyError(101)
-               b"PK\x03\x04 not a whole zip file": "the zip archive has no end (25 bytes)",
-               whole[: len(whole) // 2]: "it was cut short"}
+    reasons = {
+        b"": "the file is empty (0 bytes)",  # torch: EOFError(), shown as "()"
+        b"hello\n": "not a file written by torch.save",  # torch: KeyError(101)
+        b"PK\x03\x04 not a whole zip file": "the zip archive has no end (25 bytes)",
+        whole[: len(whole) // 2]: "it was cut short",
+    }
     for content, reason in reasons.items():
         (tmp_path / "bad.pt").write_bytes(content)
         assert main(["sample", "--checkpoint", str(tmp_path / "bad.pt")]) == 2
@@ -212,8 +356,12 @@ def test_missing_and_unreadable_checkpoints_say_why(trained_run, tmp_path, capsy
 
 def test_too_few_tokens_names_the_split(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    prepare("To be, or not to be, that is the question. " * 5, "small", val_fraction=0.05,
-            corpus="shakespeare")
+    prepare(
+        "To be, or not to be, that is the question. " * 5,
+        "small",
+        val_fraction=0.05,
+        corpus="shakespeare",
+    )
     assert main(["train", "--data", "small", "val_fraction=0.05", *TINY]) == 2
     err = capsys.readouterr().err
     assert "the val split of small: 11 tokens are too few for windows of block_size=32" in err
@@ -231,19 +379,40 @@ def test_unknown_config_key_lists_the_valid_ones(capsys):
 
 # One value per valid key, unlike TINY's and the config's, with where the run must show it.
 KEY_VALUES = {
-    "block_size": "16", "n_layer": "2", "n_head": "4", "n_embd": "32", "dropout": "0.1",
-    "bias": "false", "activation": "gelu_tanh", "layer_norm_eps": "1e-06",
-    "attention": "explicit", "max_iters": "7", "learning_rate": "0.002", "min_lr": "2e-05",
-    "warmup_iters": "3", "lr_decay_iters": "5", "weight_decay": "0.05", "beta1": "0.8",
-    "beta2": "0.95", "grad_clip": "0.5", "grad_accum_steps": "2", "eval_interval": "5",
-    "eval_iters": "3", "log_interval": "3", "checkpoint_interval": "4", "dtype": "fp32",
-    "compile": "true", "seed": "7", "progress": "true", "batch_size": "4", "corpus": "words",
+    "block_size": "16",
+    "n_layer": "2",
+    "n_head": "4",
+    "n_embd": "32",
+    "dropout": "0.1",
+    "bias": "false",
+    "activation": "gelu_tanh",
+    "layer_norm_eps": "1e-06",
+    "attention": "explicit",
+    "max_iters": "7",
+    "learning_rate": "0.002",
+    "min_lr": "2e-05",
+    "warmup_iters": "3",
+    "lr_decay_iters": "5",
+    "weight_decay": "0.05",
+    "beta1": "0.8",
+    "beta2": "0.95",
+    "grad_clip": "0.5",
+    "grad_accum_steps": "2",
+    "eval_interval": "5",
+    "eval_iters": "3",
+    "log_interval": "3",
+    "checkpoint_interval": "4",
+    "dtype": "fp32",
+    "compile": "true",
+    "seed": "7",
+    "progress": "true",
+    "batch_size": "4",
+    "corpus": "words",
     "val_fraction": "0.5",
 }
 
 
-def test_every_config_key_reaches_what_it_configures_or_is_refused(tmp_path, capsys,
-                                                                   monkeypatch):
+def test_every_config_key_reaches_what_it_configures_or_is_refused(tmp_path, capsys, monkeypatch):
     """For each key the CLI accepts, the override shows in the model, the training settings,
     the batches or the data that ``train`` is handed; each key it sets from a flag is refused,
     naming the flag."""
@@ -252,18 +421,34 @@ def test_every_config_key_reaches_what_it_configures_or_is_refused(tmp_path, cap
     handed = []
 
     def fake_train(model, train_batches, config, val_batches, checkpoint_extra):
-        handed.append({"model": asdict(model.config), "train": asdict(config),
-                       "batch_size": train_batches.batch_size,
-                       "val_share": len(val_batches.tokens) / (len(train_batches.tokens)
-                                                               + len(val_batches.tokens)),
-                       "corpus": load_meta(checkpoint_extra["data_dir"])["corpus"]})
+        handed.append(
+            {
+                "model": asdict(model.config),
+                "train": asdict(config),
+                "batch_size": train_batches.batch_size,
+                "val_share": len(val_batches.tokens)
+                / (len(train_batches.tokens) + len(val_batches.tokens)),
+                "corpus": load_meta(checkpoint_extra["data_dir"])["corpus"],
+            }
+        )
         return TrainResult(val_losses=[(0, 1.0)])
 
     monkeypatch.setattr(cli, "train", fake_train)
 
     def handed_for(*overrides):
-        args = ["train", "--out", "out", "--overwrite", "--device", "cpu", "--threads", "1",
-                "corpus=names", *TINY, *overrides]
+        args = [
+            "train",
+            "--out",
+            "out",
+            "--overwrite",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "corpus=names",
+            *TINY,
+            *overrides,
+        ]
         assert main(args) == 0, capsys.readouterr().err
         return handed[-1]
 
@@ -271,12 +456,20 @@ def test_every_config_key_reaches_what_it_configures_or_is_refused(tmp_path, cap
     for key, text in KEY_VALUES.items():
         value = configs.parse_overrides([f"{key}={text}"])[key]
         got = handed_for(f"{key}={text}")
-        seen = {"batch_size": got["batch_size"], "corpus": got["corpus"],
-                "val_fraction": round(got["val_share"], 2)}
+        seen = {
+            "batch_size": got["batch_size"],
+            "corpus": got["corpus"],
+            "val_fraction": round(got["val_share"], 2),
+        }
         for part in ("model", "train"):
             seen.update({k: v for k, v in got[part].items() if k in KEY_VALUES})
-        before = {**base["model"], **base["train"], "batch_size": base["batch_size"],
-                  "corpus": base["corpus"], "val_fraction": round(base["val_share"], 2)}
+        before = {
+            **base["model"],
+            **base["train"],
+            "batch_size": base["batch_size"],
+            "corpus": base["corpus"],
+            "val_fraction": round(base["val_share"], 2),
+        }
         assert seen[key] == value != before[key], key
     assert handed[-1]["train"]["threads"] == 1  # --threads, the one way to set threads
     for key, flag in configs.COMMAND_LINE_FLAGS.items():
@@ -307,15 +500,38 @@ def test_threads_default_to_the_cpus_other_work_leaves_free(monkeypatch, capsys,
     # sample takes the same setting
     set_to = []
     monkeypatch.setattr(torch, "set_num_threads", set_to.append)
-    sample = ["sample", "--checkpoint", str(trained_run / "run" / "ckpt.pt"), "--device", "cpu",
-              "--max-new-tokens", "3"]
+    sample = [
+        "sample",
+        "--checkpoint",
+        str(trained_run / "run" / "ckpt.pt"),
+        "--device",
+        "cpu",
+        "--max-new-tokens",
+        "3",
+    ]
     assert main([*sample, "--threads", "1"]) == 0 and set_to == [1]
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.setattr(os, "getloadavg", lambda: (8.2, 8.0, 7.5))
     assert main(sample) == 0 and set_to == [1, 1]
     assert "threads: 1 (2 CPUs, load average 8.2; --threads sets it)" in capsys.readouterr().err
-    assert main(["bench", "--device", "cpu", "--steps", "1", "--new-tokens", "2", "--threads",
-                 "1", *TINY[:5]]) == 0 and set_to[-1] == 1
+    assert (
+        main(
+            [
+                "bench",
+                "--device",
+                "cpu",
+                "--steps",
+                "1",
+                "--new-tokens",
+                "2",
+                "--threads",
+                "1",
+                *TINY[:5],
+            ]
+        )
+        == 0
+        and set_to[-1] == 1
+    )
 
 
 def test_named_configs_are_the_documented_shapes():
@@ -360,6 +576,7 @@ def test_the_installed_mini_llm_command_runs_the_cli():
     (script,) = entry_points(group="console_scripts", name="mini-llm")
     assert script.load() is main
     executable = shutil.which("mini-llm", path=Path(sys.executable).parent)
-    done = subprocess.run([executable, "prepare", "--help"], capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [executable, "prepare", "--help"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0 and COMMANDS["prepare"].help in done.stdout

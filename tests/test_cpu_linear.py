@@ -12,7 +12,8 @@ from mini_llm.gpt import GPT, GPTConfig
 
 x86_only = pytest.mark.skipif(
     platform.machine().lower() not in ("x86_64", "amd64"),
-    reason=f"oneDNN's linear layer is an x86-64 path; this is {platform.machine()}")
+    reason=f"oneDNN's linear layer is an x86-64 path; this is {platform.machine()}",
+)
 
 # Products big enough for oneDNN: 12·64 rows of 128 features into 384.
 ROWS_SHAPE, IN, OUT = (12, 64), 128, 384
@@ -138,8 +139,7 @@ def test_values_and_gradients_equal_nn_linear(onednn, bias, transposed_input):
 def test_small_products_other_dtypes_and_autocast_use_plain_linear(onednn):
     weight = torch.randn(OUT, IN)
     assert not uses_onednn(torch.randn(1, IN), weight)  # one token in generation
-    assert not uses_onednn(torch.randn(*ROWS_SHAPE, IN, dtype=torch.float64),
-                           weight.double())
+    assert not uses_onednn(torch.randn(*ROWS_SHAPE, IN, dtype=torch.float64), weight.double())
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not uses_onednn(torch.randn(*ROWS_SHAPE, IN), weight)
     # ...and they still compute the right thing, here in float64 against the formula.
@@ -164,8 +164,9 @@ def test_torch_func_grad_and_vmap_give_the_autograd_results(onednn):
     got = grad(loss)(params, x, upstream)
     torch.testing.assert_close(got["weight"], expected[1], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(got["bias"], expected[2], rtol=1e-4, atol=1e-4)
-    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))(params, x.unsqueeze(1),
-                                                        upstream.unsqueeze(1))
+    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))(
+        params, x.unsqueeze(1), upstream.unsqueeze(1)
+    )
     torch.testing.assert_close(per_sample["weight"].sum(0), expected[1], rtol=1e-4, atol=1e-3)
 
 
@@ -180,8 +181,11 @@ def test_gpt_gradients_are_the_same_with_and_without_onednn(monkeypatch):
     def gradients(use_onednn: bool):
         monkeypatch.setattr(cpu_linear, "_decision", Decision(use_onednn, "test"))
         calls = []
-        monkeypatch.setattr(cpu_linear, "onednn_matmul",
-                            lambda *a, real=cpu_linear.onednn_matmul: calls.append(1) or real(*a))
+        monkeypatch.setattr(
+            cpu_linear,
+            "onednn_matmul",
+            lambda *a, real=cpu_linear.onednn_matmul: calls.append(1) or real(*a),
+        )
         torch.manual_seed(1)
         model = GPT(config)
         _, loss = model(x, y)

@@ -50,8 +50,20 @@ def test_subsampling_thins_frequent_words_at_the_expected_rate():
 def test_skipgram_pairs_are_every_pair_within_the_window_both_ways():
     centers, contexts = skipgram_pairs([10, 11, 12, 13], window=2)
     assert centers.dtype == contexts.dtype == np.int64
-    expected = Counter([(10, 11), (11, 10), (11, 12), (12, 11), (12, 13), (13, 12),
-                        (10, 12), (12, 10), (11, 13), (13, 11)])
+    expected = Counter(
+        [
+            (10, 11),
+            (11, 10),
+            (11, 12),
+            (12, 11),
+            (12, 13),
+            (13, 12),
+            (10, 12),
+            (12, 10),
+            (11, 13),
+            (13, 11),
+        ]
+    )
     assert pair_set(centers, contexts) == expected
 
 
@@ -82,8 +94,7 @@ def test_noise_distribution_is_counts_to_the_power_normalised():
 def test_negative_sampling_loss_matches_the_formula_and_stays_finite():
     scores = torch.tensor([[2.0, -1.0, 0.5], [-0.3, 0.2, -4.0]])
     sigmoid = torch.sigmoid
-    rows = [-(math.log(sigmoid(r[0])) + sum(math.log(sigmoid(-s)) for s in r[1:]))
-            for r in scores]
+    rows = [-(math.log(sigmoid(r[0])) + sum(math.log(sigmoid(-s)) for s in r[1:])) for r in scores]
     assert negative_sampling_loss(scores).item() == pytest.approx(sum(rows) / 2, rel=1e-6)
     extreme = torch.tensor([[-200.0, 200.0]])  # a naive log(sigmoid(x)) gives inf here
     assert negative_sampling_loss(extreme).item() == pytest.approx(400.0, rel=1e-6)
@@ -125,9 +136,19 @@ def test_training_puts_words_that_share_contexts_close_together():
     torch.manual_seed(0)
     model = SkipGram(vocab_size=10, dim=8)
     batches = SkipGramBatches(centers, contexts, noise_distribution(np.ones(10)), 256, 4, seed=0)
-    result = train(model, batches, TrainConfig(max_iters=300, learning_rate=0.05,
-                                               warmup_iters=10, weight_decay=0.0,
-                                               progress=False, eval_interval=0, device="cpu"))
+    result = train(
+        model,
+        batches,
+        TrainConfig(
+            max_iters=300,
+            learning_rate=0.05,
+            warmup_iters=10,
+            weight_decay=0.0,
+            progress=False,
+            eval_interval=0,
+            device="cpu",
+        ),
+    )
     assert result.train_losses[-1][1] < result.train_losses[0][1] - 0.5
     vectors = model.vectors()
     for word in range(10):
@@ -146,8 +167,9 @@ def test_nearest_neighbours_rank_by_cosine_not_length():
 
 def test_analogy_completes_a_parallelogram_and_skips_the_question_words():
     # man, king, woman, queen, and a distractor close to king
-    vectors = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0],
-                            [0.0, 1.0, 1.0], [1.0, 1.1, 0.0]])
+    vectors = torch.tensor(
+        [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.1, 0.0]]
+    )
     man, king, woman, queen = 0, 1, 2, 3
     assert analogy(vectors, man, king, woman) == [queen]
     assert analogy(vectors, man, king, woman, k=5)[:1] == [queen]

@@ -9,8 +9,16 @@ from mini_llm.gpt import GPT, GPTConfig
 
 def model(attention="fused", block_size=12) -> GPT:
     torch.manual_seed(0)
-    gpt = GPT(GPTConfig(vocab_size=13, block_size=block_size, n_layer=2, n_head=2, n_embd=32,
-                        attention=attention))
+    gpt = GPT(
+        GPTConfig(
+            vocab_size=13,
+            block_size=block_size,
+            n_layer=2,
+            n_head=2,
+            n_embd=32,
+            attention=attention,
+        )
+    )
     with torch.no_grad():  # larger weights than the init, so sampled tokens differ a lot
         for p in gpt.parameters():
             p.mul_(8)
@@ -31,13 +39,24 @@ def test_greedy_tokens_are_the_same_with_and_without_cache(attention, prompt_len
     assert len(set(cached[0, prompt_length:].tolist())) > 2  # not a degenerate constant
 
 
-@pytest.mark.parametrize("settings", [{"temperature": 1.0}, {"temperature": 0.7, "top_k": 5},
-                                      {"temperature": 1.3, "top_p": 0.9}])
+@pytest.mark.parametrize(
+    "settings",
+    [{"temperature": 1.0}, {"temperature": 0.7, "top_k": 5}, {"temperature": 1.3, "top_p": 0.9}],
+)
 def test_seeded_sampling_is_the_same_with_and_without_cache(settings):
     gpt = model()
     prompt = torch.tensor([[1, 2, 3]])
-    texts = [generate(gpt, prompt, 40, generator=torch.Generator().manual_seed(7),
-                      use_cache=use_cache, **settings) for use_cache in (True, False)]
+    texts = [
+        generate(
+            gpt,
+            prompt,
+            40,
+            generator=torch.Generator().manual_seed(7),
+            use_cache=use_cache,
+            **settings,
+        )
+        for use_cache in (True, False)
+    ]
     assert torch.equal(*texts)
     other_seed = generate(gpt, prompt, 40, generator=torch.Generator().manual_seed(8), **settings)
     assert not torch.equal(texts[0], other_seed)
@@ -73,9 +92,14 @@ def test_top_k_one_is_greedy():
     assert torch.equal(sampled, generate(gpt, prompt, 15, temperature=0))
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"temperature": -1}, "temperature"), ({"top_k": 0}, "top_k"), ({"top_p": 1.5}, "top_p"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"temperature": -1}, "temperature"),
+        ({"top_k": 0}, "top_k"),
+        ({"top_p": 1.5}, "top_p"),
+    ],
+)
 def test_bad_sampling_settings_are_clear_errors(settings, message):
     with pytest.raises(ValueError, match=message):
         generate(model(), torch.tensor([[1]]), 3, **settings)

@@ -25,7 +25,8 @@ def test_shapes_and_loss():
     targets = torch.randint(11, (3, 10))
     logits, loss = model(idx, targets)
     assert loss.shape == () and loss.item() == pytest.approx(
-        torch.nn.functional.cross_entropy(logits.view(-1, 11), targets.view(-1)).item())
+        torch.nn.functional.cross_entropy(logits.view(-1, 11), targets.view(-1)).item()
+    )
     # An untrained model is close to uniform: loss near ln(vocab).
     assert abs(loss.item() - torch.log(torch.tensor(11.0)).item()) < 0.3
 
@@ -85,8 +86,16 @@ def test_attention_maps_are_causal_distributions_the_model_uses():
 @pytest.mark.parametrize("shape", [(11, 16, 2, 24), (65, 64, 4, 128), (3, 5, 1, 8)])
 def test_parameter_count_matches_the_formula(shape, bias):
     V, T, L, d = shape
-    model = GPT(GPTConfig(vocab_size=V, block_size=T, n_layer=L, n_head=2 if d % 2 == 0 else 1,
-                          n_embd=d, bias=bias))
+    model = GPT(
+        GPTConfig(
+            vocab_size=V,
+            block_size=T,
+            n_layer=L,
+            n_head=2 if d % 2 == 0 else 1,
+            n_embd=d,
+            bias=bias,
+        )
+    )
     per_layer = 12 * d * d + (13 * d if bias else 2 * d)
     expected = V * d + T * d + L * per_layer + (2 * d if bias else d)
     assert model.num_parameters() == expected == model.config.parameter_count()
@@ -113,10 +122,22 @@ def test_bad_shapes_are_rejected_with_a_reason():
 HF_CONFIGS = [
     # GPT-2's default activation, gelu_new
     {"vocab_size": 50, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 4},
-    {"vocab_size": 71, "n_positions": 24, "n_embd": 48, "n_layer": 3, "n_head": 3,
-     "activation_function": "gelu"},
-    {"vocab_size": 97, "n_positions": 32, "n_embd": 64, "n_layer": 1, "n_head": 8,
-     "layer_norm_epsilon": 1e-6},
+    {
+        "vocab_size": 71,
+        "n_positions": 24,
+        "n_embd": 48,
+        "n_layer": 3,
+        "n_head": 3,
+        "activation_function": "gelu",
+    },
+    {
+        "vocab_size": 97,
+        "n_positions": 32,
+        "n_embd": 64,
+        "n_layer": 1,
+        "n_head": 8,
+        "layer_norm_epsilon": 1e-6,
+    },
 ]
 
 
@@ -139,7 +160,17 @@ def test_logits_equal_hugging_face_gpt2(settings):
 
 
 def test_hugging_face_features_the_course_model_lacks_are_refused():
-    hf = GPT2LMHeadModel(GPT2Config(vocab_size=10, n_positions=8, n_embd=8, n_layer=1, n_head=2,
-                                    activation_function="relu", bos_token_id=0, eos_token_id=0))
+    hf = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=10,
+            n_positions=8,
+            n_embd=8,
+            n_layer=1,
+            n_head=2,
+            activation_function="relu",
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    )
     with pytest.raises(ValueError, match="activation_function"):
         from_hf_gpt2(hf)

@@ -21,7 +21,11 @@ from _exercise_helpers import (
 from nbgrader.api import Gradebook
 
 REPLAY_FALLBACK = {  # test cells whose tests share objects with the answer code (README)
-    "ch03_neural_lm": {"MLPLanguageModel_tests", "training_step_tests", "evaluate_perplexity_tests"},
+    "ch03_neural_lm": {
+        "MLPLanguageModel_tests",
+        "training_step_tests",
+        "evaluate_perplexity_tests",
+    },
 }
 """assignment -> the test cells the trusted replay cannot judge; every other cell is replayed"""
 
@@ -33,9 +37,23 @@ def test_solution_gets_every_point_and_release_none(tmp_path, grader_path, assig
         target = course / "submitted" / student / assignment
         target.mkdir(parents=True)
         shutil.copy(notebook_path(folder, assignment), target)
-    run = subprocess.run([str(BIN / "mini-llm"), "grade", assignment, "--course-dir", str(course),
-                          "--timeout", "300", "--cell-timeout", "60"], capture_output=True,
-                         text=True, timeout=900, check=False)
+    run = subprocess.run(
+        [
+            str(BIN / "mini-llm"),
+            "grade",
+            assignment,
+            "--course-dir",
+            str(course),
+            "--timeout",
+            "300",
+            "--cell-timeout",
+            "60",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     points = autograded_tests(read(notebook_path(SOLUTIONS, assignment)))
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:

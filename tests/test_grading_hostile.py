@@ -30,17 +30,34 @@ TIMEOUTS = ["--timeout", "120", "--cell-timeout", "20", "--memory-mb", "1024"]
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, grader_path):
     course = new_course(tmp_path_factory.mktemp("hostile"), [ASSIGNMENT])
-    kit = Kit(course, read(notebook_path(SOLUTIONS, ASSIGNMENT)),
-              read(notebook_path(EXERCISES, ASSIGNMENT)))
+    kit = Kit(
+        course,
+        read(notebook_path(SOLUTIONS, ASSIGNMENT)),
+        read(notebook_path(EXERCISES, ASSIGNMENT)),
+    )
     expected = {case.__name__: case(kit, case.__name__) for case in CASES}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # a record from before
         gb.add_student("alumnus", first_name="Ada", last_name="Lovelace")
     config = (course / "nbgrader_config.py").read_bytes()
     start = time.monotonic()
     try:
-        run = subprocess.run([str(BIN / "mini-llm"), "grade", ASSIGNMENT, "--course-dir",
-                              str(course), "--workers", "2", "--in-kernel", *TIMEOUTS],
-                             capture_output=True, text=True, timeout=900, check=False)
+        run = subprocess.run(
+            [
+                str(BIN / "mini-llm"),
+                "grade",
+                ASSIGNMENT,
+                "--course-dir",
+                str(course),
+                "--workers",
+                "2",
+                "--in-kernel",
+                *TIMEOUTS,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         seconds = time.monotonic() - start
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
         planted = planted_pth(kit).exists()
@@ -56,15 +73,17 @@ def _line(summary: str, student: str) -> str:
 
 
 def _feedback(course, student: str) -> str:
-    return html.unescape((course / "feedback" / student / ASSIGNMENT /
-                          f"{ASSIGNMENT}.html").read_text())
+    return html.unescape(
+        (course / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    )
 
 
 def _scores(course, student: str) -> dict[str, float]:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         notebook = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
-        return {g.name: g.auto_score for g in notebook.grades if not g.cell.name.endswith(
-            "_answer")}
+        return {
+            g.name: g.auto_score for g in notebook.grades if not g.cell.name.endswith("_answer")
+        }
 
 
 @pytest.mark.parametrize("case", [c.__name__ for c in CASES])
@@ -105,8 +124,11 @@ def test_the_course_and_the_environment_are_untouched(graded):
 
 
 def test_no_process_a_submission_started_outlives_the_run(graded):
-    survivors = [p.pid for p in psutil.process_iter(["cmdline"])
-                 if DAEMON_MARKER in " ".join(p.info["cmdline"] or [])]
+    survivors = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if DAEMON_MARKER in " ".join(p.info["cmdline"] or [])
+    ]
     assert not survivors
 
 
@@ -115,8 +137,11 @@ def test_recorded_scores_are_the_reported_scores(graded):
     course, kit, expected, summary, *_ = graded
     report = json.loads((course / f"grading-{ASSIGNMENT}.json").read_text())["students"]
     with open(course / f"grades-{ASSIGNMENT}.csv", newline="") as handle:
-        exported = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(handle)
-                    if row["assignment"] == ASSIGNMENT}
+        exported = {
+            row["student_id"]: float(row["raw_score"])
+            for row in csv.DictReader(handle)
+            if row["assignment"] == ASSIGNMENT
+        }
     for student in expected:
         recorded = sum(_scores(course, student).get(g, 0) or 0 for g in kit.tests)
         printed = float(_line(summary, student).split()[1].split("/")[0])
@@ -125,8 +150,9 @@ def test_recorded_scores_are_the_reported_scores(graded):
 
 def test_feedback_html_keeps_an_answer_s_markup_as_text(graded):
     course, *_ = graded
-    page = (course / "feedback" / "script_in_written_answer" / ASSIGNMENT /
-            f"{ASSIGNMENT}.html").read_text()
+    page = (
+        course / "feedback" / "script_in_written_answer" / ASSIGNMENT / f"{ASSIGNMENT}.html"
+    ).read_text()
     assert "HOSTILE_SCRIPT" in page and "HOSTILE_ONERROR" in page  # shown, as text
     assert not re.search(r"<script[^>]*>\s*window\.HOSTILE", page)
     assert not re.search(r"<[a-z]+[^>]*\sonerror\s*=", page, re.IGNORECASE)
@@ -163,8 +189,11 @@ def _hidden_lines(kit) -> set[str]:
         _, marker, rest = cell.source.partition("### BEGIN HIDDEN TESTS")
         if marker:
             hidden = rest.partition("### END HIDDEN TESTS")[0]
-            lines |= {line.strip() for line in hidden.splitlines()
-                      if len(line.strip()) > 12 and line.strip() not in released}
+            lines |= {
+                line.strip()
+                for line in hidden.splitlines()
+                if len(line.strip()) > 12 and line.strip() not in released
+            }
     assert lines, "the assignment has no hidden tests to protect"
     return lines
 

@@ -16,8 +16,12 @@ def _round_trip(value):
 
 
 def test_plain_values_arrays_and_generators_cross_unchanged():
-    value = {"ids": [1, 2.5, None, True, "x"], (0, 1): np.arange(6).reshape(2, 3),
-             "scalar": np.float32(1.5), "set": {3, 4}}
+    value = {
+        "ids": [1, 2.5, None, True, "x"],
+        (0, 1): np.arange(6).reshape(2, 3),
+        "scalar": np.float32(1.5),
+        "set": {3, 4},
+    }
     back = _round_trip(value)
     assert back["ids"] == [1, 2.5, None, True, "x"] and back["set"] == {3, 4}
     assert np.array_equal(back[(0, 1)], value[(0, 1)]) and back[(0, 1)].dtype == np.int64
@@ -56,8 +60,10 @@ def test_a_pickled_array_is_refused():
         wire.decode({"$nd": base64.b64encode(buffer.getvalue()).decode()})
 
 
-@pytest.mark.parametrize("junk", [{"$nd": 5}, {"$rng": {"bit_generator": "os.system"}},
-                                  {"$dict": [[1]]}, {"who": "knows"}])
+@pytest.mark.parametrize(
+    "junk",
+    [{"$nd": 5}, {"$rng": {"bit_generator": "os.system"}}, {"$dict": [[1]]}, {"who": "knows"}],
+)
 def test_malformed_values_are_refused(junk):
     with pytest.raises(wire.WireError):
         wire.decode(junk)

@@ -49,7 +49,12 @@ ALTERNATIVES = [
     (a, part, alt) for a, part in PARTS for alt in MODULES[a].ALTERNATIVES.get(part, {})
 ]
 ALTERNATIVES_REQUIRED = {
-    "ch01_bigrams", "ch02_ngrams", "ch03_neural_lm", "ch04_embeddings", "ch05_rnn", "ch06_lstm",
+    "ch01_bigrams",
+    "ch02_ngrams",
+    "ch03_neural_lm",
+    "ch04_embeddings",
+    "ch05_rnn",
+    "ch06_lstm",
     "ch07_attention",
     "ch08_self_attention",
     "ch09_transformer",

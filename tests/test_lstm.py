@@ -104,9 +104,20 @@ def test_a_gated_network_learns_a_memory_task_the_plain_rnn_cannot():
         torch.manual_seed(0)
         model = SequenceClassifier(cell, vocab_size=8, n_classes=4)
         generator = torch.Generator().manual_seed(0)
-        train(model, lambda g=generator: first_token_task(64, 30, 4, g),
-              TrainConfig(max_iters=800, learning_rate=5e-3, min_lr=5e-4, warmup_iters=20,
-                          weight_decay=0.0, progress=False, eval_interval=0, device="cpu"))
+        train(
+            model,
+            lambda g=generator: first_token_task(64, 30, 4, g),
+            TrainConfig(
+                max_iters=800,
+                learning_rate=5e-3,
+                min_lr=5e-4,
+                warmup_iters=20,
+                weight_decay=0.0,
+                progress=False,
+                eval_interval=0,
+                device="cpu",
+            ),
+        )
         test_x, test_y = first_token_task(1000, 30, 4, torch.Generator().manual_seed(99))
         results[cell] = accuracy(model, test_x, test_y)
     assert results["lstm"] > 0.95

@@ -37,11 +37,14 @@ def test_pairs_are_padded_windows_that_stay_inside_each_sequence():
 
 def test_pairs_are_the_ngrams_that_the_counting_model_counts():
     rng = np.random.default_rng(0)
-    sequences = [np.concatenate([[0], rng.integers(2, 6, size=rng.integers(0, 7)), [1]])
-                 for _ in range(30)]
+    sequences = [
+        np.concatenate([[0], rng.integers(2, 6, size=rng.integers(0, 7)), [1]]) for _ in range(30)
+    ]
     x, y = context_target_pairs(sequences, 3)
     contexts, counts = ngram_counts(sequences, 4, 6)
-    grams = {(*map(int, contexts[r]), int(w)): int(counts[r, w]) for r, w in zip(*np.nonzero(counts))}
+    grams = {
+        (*map(int, contexts[r]), int(w)): int(counts[r, w]) for r, w in zip(*np.nonzero(counts))
+    }
     pairs: dict[tuple, int] = {}
     for context, target in zip(x.tolist(), y.tolist()):
         pairs[(*context, target)] = pairs.get((*context, target), 0) + 1
@@ -88,8 +91,10 @@ def test_two_training_steps_equal_two_plain_gradient_steps(model):
     reference = MLPLanguageModel(7, 3, 4, 8)
     reference.load_state_dict(model.state_dict())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.2)
-    batches = [(torch.tensor([[0, 1, 2]]), torch.tensor([3])),
-               (torch.tensor([[4, 5, 6]]), torch.tensor([0]))]
+    batches = [
+        (torch.tensor([[0, 1, 2]]), torch.tensor([3])),
+        (torch.tensor([[4, 5, 6]]), torch.tensor([0])),
+    ]
     for x, y in batches:
         training_step(model, optimizer, x, y)
         reference.zero_grad()
@@ -159,9 +164,13 @@ def test_trains_with_the_course_training_loop_on_names():
     x_val, y_val = context_target_pairs([vocab.encode_with_boundaries(n) for n in val_names], 3)
     model = MLPLanguageModel(len(vocab), 3, 8, 64)
     before = evaluate_perplexity(model, x_val, y_val)
-    train(model, RandomPairBatches(x, y, 128), TrainConfig(max_iters=300, learning_rate=0.01,
-                                                           eval_interval=0, progress=False,
-                                                           device="cpu"))
+    train(
+        model,
+        RandomPairBatches(x, y, 128),
+        TrainConfig(
+            max_iters=300, learning_rate=0.01, eval_interval=0, progress=False, device="cpu"
+        ),
+    )
     after = evaluate_perplexity(model, x_val, y_val)
     assert before > 20 and after < 11
     generator = torch.Generator().manual_seed(0)

@@ -90,7 +90,9 @@ def test_rows_are_distributions_and_empty_rows_are_uniform():
 def test_sampling_is_reproducible_and_stops_at_the_end_token():
     names = ["anna", "bob", "ada", "abba"]
     vocab = Vocabulary.from_sequences(names)
-    probs = bigram_probabilities(count_bigrams([vocab.encode_with_boundaries(n) for n in names], len(vocab)))
+    probs = bigram_probabilities(
+        count_bigrams([vocab.encode_with_boundaries(n) for n in names], len(vocab))
+    )
     start, end = vocab.stoi[BOS], vocab.stoi[EOS]
     first = [sample_sequence(probs, np.random.default_rng(7), start, end) for _ in range(3)]
     again = [sample_sequence(probs, np.random.default_rng(7), start, end) for _ in range(3)]

@@ -21,8 +21,7 @@ B, T, D, H = 3, 7, 4, 5
 
 def weights(seed=0, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(*shape, generator=g, dtype=dtype) * 0.5
-            for shape in ((H, D), (H, H), (H,))]
+    return [torch.randn(*shape, generator=g, dtype=dtype) * 0.5 for shape in ((H, D), (H, H), (H,))]
 
 
 def test_one_step_equals_torch_rnn_cell():
@@ -74,7 +73,7 @@ def test_clipping_caps_the_joint_norm_and_keeps_the_direction():
     grads = [torch.tensor([3.0, 0.0]), torch.tensor([[0.0, 4.0]])]  # joint norm 5
     clipped, norm = clip_by_global_norm(grads, 1.0)
     assert norm == pytest.approx(5.0)
-    joint = math.sqrt(sum(float((g ** 2).sum()) for g in clipped))
+    joint = math.sqrt(sum(float((g**2).sum()) for g in clipped))
     assert joint == pytest.approx(1.0, rel=1e-5)
     torch.testing.assert_close(clipped[0], torch.tensor([0.6, 0.0]))
     small, norm = clip_by_global_norm(grads, 10.0)
@@ -104,13 +103,23 @@ def test_training_learns_a_repeating_sequence_and_generation_continues_it():
 
     def batches():
         start = torch.randint(0, 6, (8,))
-        rows = torch.stack([pattern[s:s + 13] for s in start.tolist()])
+        rows = torch.stack([pattern[s : s + 13] for s in start.tolist()])
         return rows[:, :-1], rows[:, 1:]
 
     torch.manual_seed(0)
     model = RNNLanguageModel(vocab_size=6, embedding_dim=4, hidden_dim=16)
-    result = train(model, batches, TrainConfig(max_iters=150, learning_rate=0.02, warmup_iters=5,
-                                               progress=False, eval_interval=0, device="cpu"))
+    result = train(
+        model,
+        batches,
+        TrainConfig(
+            max_iters=150,
+            learning_rate=0.02,
+            warmup_iters=5,
+            progress=False,
+            eval_interval=0,
+            device="cpu",
+        ),
+    )
     assert result.train_losses[-1][1] < 0.1
     out = model.generate([2, 3], 8, torch.Generator().manual_seed(0), temperature=0.5)
     assert out == [2, 3, 4, 5, 0, 1, 2, 3, 4, 5]
@@ -129,8 +138,11 @@ def test_gradient_norms_through_time_vanish_without_recurrence_and_match_autogra
     hs = rnn_forward(xs, model.initial_state(4), model.W_xh, model.W_hh, model.b_h).detach()
     for t in (0, 4, 9):
         h_t = hs[:, t].clone().requires_grad_(True)
-        last = h_t if t == 9 else rnn_forward(xs[:, t + 1:], h_t, model.W_xh, model.W_hh,
-                                              model.b_h)[:, -1]
+        last = (
+            h_t
+            if t == 9
+            else rnn_forward(xs[:, t + 1 :], h_t, model.W_xh, model.W_hh, model.b_h)[:, -1]
+        )
         F.cross_entropy(model.head(last), targets[:, -1]).backward()
         assert norms[t].item() == pytest.approx(h_t.grad.norm(dim=-1).mean().item(), rel=1e-5)
     with torch.no_grad():

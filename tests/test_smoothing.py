@@ -24,8 +24,10 @@ SEED_TEXT = ["datawhale agent learns", "datawhale agent works"]
 
 def random_sequences(rng, count=30, vocab_size=6):
     """Sequences in the <s> ... </s> form (ids 0 and 1) over a small vocabulary."""
-    return [np.concatenate([[0], rng.integers(2, vocab_size, size=rng.integers(0, 9)), [1]])
-            for _ in range(count)]
+    return [
+        np.concatenate([[0], rng.integers(2, vocab_size, size=rng.integers(0, 9)), [1]])
+        for _ in range(count)
+    ]
 
 
 @pytest.fixture
@@ -58,7 +60,7 @@ def test_counts_match_a_counter_over_padded_windows(n):
     for s in sequences:
         padded = [0] * (n - 1) + s[1:].tolist()
         for i in range(len(padded) - n + 1):
-            expected[tuple(padded[i:i + n])] += 1
+            expected[tuple(padded[i : i + n])] += 1
     contexts, counts = ngram_counts(sequences, n, 6)
     assert contexts.shape == (len({g[:-1] for g in expected}), n - 1)
     assert counts.shape == (len(contexts), 6)

@@ -39,8 +39,11 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 def tiny_gpt(dropout=0.1, seed=0, size="tiny") -> GPT:
     block_size, n_embd, _ = SIZES[size]
     torch.manual_seed(seed)
-    return GPT(GPTConfig(vocab_size=7, block_size=block_size, n_layer=1, n_head=2, n_embd=n_embd,
-                         dropout=dropout))
+    return GPT(
+        GPTConfig(
+            vocab_size=7, block_size=block_size, n_layer=1, n_head=2, n_embd=n_embd, dropout=dropout
+        )
+    )
 
 
 def batches(seed=0, size="tiny"):
@@ -69,8 +72,16 @@ def size(request, monkeypatch):
 
 
 def quiet(**settings) -> TrainConfig:
-    defaults = {"device": "cpu", "progress": False, "warmup_iters": 2, "eval_interval": 4,
-                "eval_iters": 2, "log_interval": 2, "learning_rate": 3e-3, "min_lr": 3e-4}
+    defaults = {
+        "device": "cpu",
+        "progress": False,
+        "warmup_iters": 2,
+        "eval_interval": 4,
+        "eval_iters": 2,
+        "log_interval": 2,
+        "learning_rate": 3e-3,
+        "min_lr": 3e-4,
+    }
     return TrainConfig(**{**defaults, **settings})
 
 
@@ -99,8 +110,9 @@ def test_any_logits_loss_model_trains_in_process_without_files(tmp_path, monkeyp
         return rows[:, :3], rows[:, 3]
 
     torch.manual_seed(0)
-    result = train(BengioMLP(), get_batch, quiet(max_iters=60, eval_interval=20),
-                   val_batches=get_batch)
+    result = train(
+        BengioMLP(), get_batch, quiet(max_iters=60, eval_interval=20), val_batches=get_batch
+    )
     assert [step for step, _ in result.train_losses] == list(range(1, 61))
     assert [step for step, _ in result.val_losses] == [0, 20, 40, 60]
     assert result.val_losses[-1][1] < 0.5 * result.val_losses[0][1]  # it learned
@@ -130,8 +142,11 @@ def test_noam_schedule_is_the_papers_peaking_at_learning_rate():
         TrainConfig(schedule="linear")
     with pytest.raises(ValueError, match="warmup_iters >= 1"):
         TrainConfig(schedule="noam", warmup_iters=0)
-    result = train(BengioMLP(), lambda: (torch.randint(7, (8, 3)), torch.randint(7, (8,))),
-                   quiet(max_iters=3, schedule="noam", warmup_iters=2))
+    result = train(
+        BengioMLP(),
+        lambda: (torch.randint(7, (8, 3)), torch.randint(7, (8,))),
+        quiet(max_iters=3, schedule="noam", warmup_iters=2),
+    )
     assert result.step == 3
 
 
@@ -168,25 +183,39 @@ def test_no_weight_decay_on_biases_norms_and_embeddings():
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     decayed = {id(p) for p in decay["params"]}
     names = {name for name, p in model.named_parameters() if id(p) in decayed}
-    assert names == {"blocks.0.attn.qkv.weight", "blocks.0.attn.proj.weight",
-                     "blocks.0.mlp.fc.weight", "blocks.0.mlp.proj.weight"}
+    assert names == {
+        "blocks.0.attn.qkv.weight",
+        "blocks.0.attn.proj.weight",
+        "blocks.0.mlp.fc.weight",
+        "blocks.0.mlp.proj.weight",
+    }
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
 
 
 def test_resume_continues_exactly_like_the_uninterrupted_run(tmp_path, size):
     # dropout > 0 and random batches: equal losses need every generator restored.
-    full = train(tiny_gpt(size=size), batches(size=size),
-                 quiet(max_iters=12, out_dir=str(tmp_path / "full")),
-                 val_batches=batches(1, size))
+    full = train(
+        tiny_gpt(size=size),
+        batches(size=size),
+        quiet(max_iters=12, out_dir=str(tmp_path / "full")),
+        val_batches=batches(1, size),
+    )
     cut = str(tmp_path / "cut")
-    first = train(tiny_gpt(size=size), batches(size=size),
-                  quiet(max_iters=6, lr_decay_iters=12, out_dir=cut), val_batches=batches(1, size))
+    first = train(
+        tiny_gpt(size=size),
+        batches(size=size),
+        quiet(max_iters=6, lr_decay_iters=12, out_dir=cut),
+        val_batches=batches(1, size),
+    )
     assert load_checkpoint(tmp_path / "cut" / "ckpt.pt")["step"] == 6
     # Other weights and another batch seed: all of that must come back from the checkpoint.
     fresh_model, fresh_batches = tiny_gpt(seed=5, size=size), batches(seed=99, size=size)
-    resumed = train(fresh_model, fresh_batches,
-                    quiet(max_iters=12, lr_decay_iters=12, resume=True, out_dir=cut),
-                    val_batches=batches(1, size))
+    resumed = train(
+        fresh_model,
+        fresh_batches,
+        quiet(max_iters=12, lr_decay_iters=12, resume=True, out_dir=cut),
+        val_batches=batches(1, size),
+    )
     assert first.train_losses == full.train_losses[:6]
     assert resumed.train_losses == full.train_losses  # history carried over, then equal after 6
     assert resumed.train_losses[6:] == full.train_losses[6:] and len(resumed.train_losses) == 12
@@ -203,10 +232,16 @@ def test_resume_with_another_schedule_is_refused_naming_what_changed(tmp_path):
     def resume(**settings):
         return train(tiny_gpt(), batches(), quiet(resume=True, out_dir=out, **settings))
 
-    with pytest.raises(CheckpointError, match=r"resume refused.*max_iters 6 -> 12: the cosine "
-                       r"would end at step 12, not 6.*lr_decay_iters=6") as refused:
+    with pytest.raises(
+        CheckpointError,
+        match=r"resume refused.*max_iters 6 -> 12: the cosine "
+        r"would end at step 12, not 6.*lr_decay_iters=6",
+    ) as refused:
         resume(max_iters=12)
-    before, after = learning_rate_at(6, quiet(max_iters=6)), learning_rate_at(6, quiet(max_iters=12))
+    before, after = (
+        learning_rate_at(6, quiet(max_iters=6)),
+        learning_rate_at(6, quiet(max_iters=12)),
+    )
     assert f"from {before:.1e} to {after:.1e}" in str(refused.value) and after > 5 * before
     with pytest.raises(CheckpointError, match=r"learning_rate 0.003 -> 0.001"):
         resume(max_iters=8, lr_decay_iters=6, learning_rate=1e-3)
@@ -229,9 +264,16 @@ def test_resume_with_another_number_of_processes_is_an_error(tmp_path):
 def test_checkpoints_reach_the_disk_before_and_after_the_rename(tmp_path, monkeypatch):
     synced = []
     real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(
-        (stat.S_ISDIR(os.fstat(fd).st_mode), os.path.exists(tmp_path / "ckpt.pt"))
-    ) or real_fsync(fd))
+    monkeypatch.setattr(
+        os,
+        "fsync",
+        lambda fd: (
+            synced.append(
+                (stat.S_ISDIR(os.fstat(fd).st_mode), os.path.exists(tmp_path / "ckpt.pt"))
+            )
+            or real_fsync(fd)
+        ),
+    )
     save_checkpoint({"model": {}}, tmp_path / "ckpt.pt")
     assert synced == [(False, False), (True, True)]  # the file's bytes, then the folder's entry
 
@@ -263,8 +305,11 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_good_checkpoint(tm
 
     message = r"loss became nan at step 5.*last good checkpoint"
     with pytest.raises(TrainingDivergedError, match=message):
-        train(BreaksAtStep5(), get_batch, quiet(max_iters=20, log_interval=1, checkpoint_interval=2,
-                                                 out_dir=str(tmp_path)))
+        train(
+            BreaksAtStep5(),
+            get_batch,
+            quiet(max_iters=20, log_interval=1, checkpoint_interval=2, out_dir=str(tmp_path)),
+        )
     assert load_checkpoint(tmp_path / "ckpt.pt")["step"] == 4
     assert not (tmp_path / "ckpt.pt.tmp").exists()
 
@@ -273,11 +318,17 @@ def test_resume_into_another_model_is_one_short_line(tmp_path):
     train(tiny_gpt(), batches(), quiet(max_iters=2, out_dir=str(tmp_path)))
     wider = GPT(GPTConfig(vocab_size=7, block_size=8, n_layer=1, n_head=2, n_embd=32))
     with pytest.raises(CheckpointError) as refused:
-        train(wider, batches(), quiet(max_iters=4, lr_decay_iters=2, resume=True,
-                                      out_dir=str(tmp_path)))
+        train(
+            wider,
+            batches(),
+            quiet(max_iters=4, lr_decay_iters=2, resume=True, out_dir=str(tmp_path)),
+        )
     message = str(refused.value)
-    assert "different model or optimizer (blocks.0.attn.proj.bias is [16] there, [32] here, " \
-           "and " in message and "--out" in message
+    assert (
+        "different model or optimizer (blocks.0.attn.proj.bias is [16] there, [32] here, and "
+        in message
+        and "--out" in message
+    )
     assert len(message) < 300 and refused.value.__cause__ is None  # no list of every tensor
 
 
@@ -294,8 +345,10 @@ def test_missing_and_truncated_checkpoints_are_clear_errors(tmp_path):
 def test_gradient_accumulation_of_two_half_batches_equals_one_full_batch(size):
     full_batch = batches(size=size)()
     half = len(full_batch[0]) // 2
-    halves = [(full_batch[0][:half], full_batch[1][:half]),
-              (full_batch[0][half:], full_batch[1][half:])]
+    halves = [
+        (full_batch[0][:half], full_batch[1][:half]),
+        (full_batch[0][half:], full_batch[1][half:]),
+    ]
     one = tiny_gpt(dropout=0.0, size=size)
     train(one, lambda: full_batch, quiet(max_iters=1, grad_clip=0))
     two = tiny_gpt(dropout=0.0, size=size)
@@ -337,9 +390,22 @@ def test_two_process_torchrun_with_accumulation_trains_alike_and_only_rank_0_wri
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MINI_LLM_ONEDNN": "on"}
     done = subprocess.run(
         # --standalone: the rendezvous takes a free port, so parallel test runs cannot collide
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         str(script), str(tmp_path)], capture_output=True, text=True, timeout=180, env=env,
-        check=False)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = sorted(line.split() for line in done.stdout.splitlines() if line.startswith("rank"))
     assert [line[1] for line in lines] == ["0", "1"]
@@ -360,12 +426,20 @@ def test_two_process_torchrun_with_accumulation_trains_alike_and_only_rank_0_wri
 @pytest.mark.slow  # torch.compile (make check leaves it out)
 def test_compiled_training_matches_eager_and_saves_plain_weights(tmp_path, size):
     settings = {"max_iters": 3, "eval_interval": 0, "grad_clip": 0, "out_dir": str(tmp_path)}
-    eager = train(tiny_gpt(dropout=0.0, size=size), batches(size=size), quiet(**settings),
-                  val_batches=batches(1, size))
+    eager = train(
+        tiny_gpt(dropout=0.0, size=size),
+        batches(size=size),
+        quiet(**settings),
+        val_batches=batches(1, size),
+    )
     counters = torch._dynamo.utils.counters
     counters.clear()
-    compiled = train(tiny_gpt(dropout=0.0, size=size), batches(size=size),
-                     quiet(**settings, compile=True), val_batches=batches(1, size))
+    compiled = train(
+        tiny_gpt(dropout=0.0, size=size),
+        batches(size=size),
+        quiet(**settings, compile=True),
+        val_batches=batches(1, size),
+    )
     assert counters["stats"]["unique_graphs"] >= 1  # the model really went through the compiler
     for (_, a), (_, b) in zip(eager.train_losses, compiled.train_losses, strict=True):
         assert a == pytest.approx(b, abs=1e-4)

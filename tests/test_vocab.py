@@ -33,4 +33,11 @@ def test_empty_corpus_is_an_error():
 
 
 def test_word_tokens_lower_case_words_with_apostrophes():
-    assert word_tokens("O, 'tis the King's GOOD hour!") == ["o", "tis", "the", "king's", "good", "hour"]
+    assert word_tokens("O, 'tis the King's GOOD hour!") == [
+        "o",
+        "tis",
+        "the",
+        "king's",
+        "good",
+        "hour",
+    ]

@@ -18,24 +18,46 @@ HELP = "autograde all submissions of an assignment, under limits"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("assignment", help="assignment name, e.g. ch01_bigrams")
-    parser.add_argument("--course-dir", type=Path, default=Path("."),
-                        help="nbgrader course folder (default: the current folder)")
+    parser.add_argument(
+        "--course-dir",
+        type=Path,
+        default=Path("."),
+        help="nbgrader course folder (default: the current folder)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="students graded at once")
-    parser.add_argument("--timeout", type=float, default=300.0,
-                        help="wall-clock seconds per notebook run (default 300)")
-    parser.add_argument("--cell-timeout", type=float, default=30.0,
-                        help="CPU seconds per cell before it is interrupted, or 4 times that "
-                             "on the clock (default 30)")
-    parser.add_argument("--memory-mb", type=int, default=2048,
-                        help="address-space limit of each student process (default 2048)")
-    parser.add_argument("--student", action="append", default=[],
-                        help="grade only this student (repeatable)")
-    parser.add_argument("--in-kernel", action="store_true",
-                        help="also run nbgrader's own autograde, to compare (shown, never "
-                             "recorded; slower)")
-    parser.add_argument("--trusted-cohort", action="store_true",
-                        help="grade without the OS sandbox (bubblewrap), where it cannot be "
-                             "made; only for submissions you trust")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="wall-clock seconds per notebook run (default 300)",
+    )
+    parser.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=30.0,
+        help="CPU seconds per cell before it is interrupted, or 4 times that "
+        "on the clock (default 30)",
+    )
+    parser.add_argument(
+        "--memory-mb",
+        type=int,
+        default=2048,
+        help="address-space limit of each student process (default 2048)",
+    )
+    parser.add_argument(
+        "--student", action="append", default=[], help="grade only this student (repeatable)"
+    )
+    parser.add_argument(
+        "--in-kernel",
+        action="store_true",
+        help="also run nbgrader's own autograde, to compare (shown, never recorded; slower)",
+    )
+    parser.add_argument(
+        "--trusted-cohort",
+        action="store_true",
+        help="grade without the OS sandbox (bubblewrap), where it cannot be "
+        "made; only for submissions you trust",
+    )
 
 
 def summary(reports: list[StudentReport], run_problems: list[str], total: float) -> str:
@@ -44,8 +66,9 @@ def summary(reports: list[StudentReport], run_problems: list[str], total: float)
     for r in reports:
         in_kernel = f"{r.in_kernel.auto_score:g}" if r.in_kernel.scores else "-"
         problems = "; ".join(r.problems) or "-"
-        lines.append(f"{r.student:<{width}}  {f'{r.score:g}/{total:g}':>11}  {in_kernel:>9}  "
-                     f"{problems}")
+        lines.append(
+            f"{r.student:<{width}}  {f'{r.score:g}/{total:g}':>11}  {in_kernel:>9}  {problems}"
+        )
     lines += [f"run: {p}" for p in run_problems]
     return "\n".join(lines)
 
@@ -55,16 +78,27 @@ def run(args: argparse.Namespace) -> None:
     from mini_llm.grading.runner import NOT_GRADED, Options, grade
 
     if args.workers < 1 or args.timeout <= 0 or args.cell_timeout <= 0 or args.memory_mb < 256:
-        raise ValueError("--workers >= 1, --timeout > 0, --cell-timeout > 0 and "
-                         "--memory-mb >= 256 are required")
-    options = Options(args.assignment, args.course_dir, args.workers, args.timeout,
-                      args.cell_timeout, args.memory_mb, args.student, args.in_kernel,
-                      args.trusted_cohort)
+        raise ValueError(
+            "--workers >= 1, --timeout > 0, --cell-timeout > 0 and --memory-mb >= 256 are required"
+        )
+    options = Options(
+        args.assignment,
+        args.course_dir,
+        args.workers,
+        args.timeout,
+        args.cell_timeout,
+        args.memory_mb,
+        args.student,
+        args.in_kernel,
+        args.trusted_cohort,
+    )
     reports, run_problems, assignment = grade(options)
     print(summary(reports, run_problems, assignment.auto_points))
-    print(f"gradebook: {args.course_dir / 'gradebook.db'}; feedback under feedback/; "
-          f"grades: grades-{args.assignment}.csv; every check's message: "
-          f"grading-{args.assignment}.json")
+    print(
+        f"gradebook: {args.course_dir / 'gradebook.db'}; feedback under feedback/; "
+        f"grades: grades-{args.assignment}.csv; every check's message: "
+        f"grading-{args.assignment}.json"
+    )
     if any(NOT_GRADED in p for p in run_problems):
         raise SystemExit(1)
 

@@ -26,9 +26,13 @@ from mini_llm.grading.verify import CellResult, Verification
 HIDDEN_PLACEHOLDER = "# (hidden tests: their code is not shown)\n"
 
 
-def graded_notebook(source: nbformat.NotebookNode, assignment: Assignment,
-                    answers: dict[str, list[str]], verification: Verification,
-                    problems: list[str]) -> nbformat.NotebookNode:
+def graded_notebook(
+    source: nbformat.NotebookNode,
+    assignment: Assignment,
+    answers: dict[str, list[str]],
+    verification: Verification,
+    problems: list[str],
+) -> nbformat.NotebookNode:
     """The autograded notebook of one student, safe to show to that student."""
     nb = copy.deepcopy(source)
     results = {r.grade_id: r for r in verification.cells}
@@ -43,15 +47,17 @@ def graded_notebook(source: nbformat.NotebookNode, assignment: Assignment,
             if cell.cell_type == "markdown":  # rendered as HTML: the learner's markup stays text
                 cell.source = as_text(cell.source)
         elif spec.kind == "test":
-            cell.source = "".join(code if not hidden else HIDDEN_PLACEHOLDER
-                                  for hidden, code in spec.chunks())
+            cell.source = "".join(
+                code if not hidden else HIDDEN_PLACEHOLDER for hidden, code in spec.chunks()
+            )
         result = results.get(spec.grade_id)
         if result is not None and cell.cell_type == "code":
             cell.outputs = _outputs(result)
         cells.append(cell)
     if problems:
         note = "**Found while grading this submission:**\n\n" + "\n".join(
-            f"- {as_text(p)}" for p in problems)
+            f"- {as_text(p)}" for p in problems
+        )
         cells.insert(0, nbformat.v4.new_markdown_cell(note))
     nb.cells = cells
     nb.metadata.pop("widgets", None)
@@ -70,6 +76,12 @@ def _outputs(result: CellResult) -> list:
         outputs.append(new_output("stream", name="stdout", text=result.output))
     if result.learner_message:
         title = "Check failed" if result.kind == "test" else "Error"
-        outputs.append(new_output("error", ename=title, evalue=result.learner_message,
-                                  traceback=[f"{title}: {result.learner_message}"]))
+        outputs.append(
+            new_output(
+                "error",
+                ename=title,
+                evalue=result.learner_message,
+                traceback=[f"{title}: {result.learner_message}"],
+            )
+        )
     return outputs

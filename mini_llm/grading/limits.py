@@ -37,11 +37,18 @@ class Limits:
 
     def argv(self) -> list[str]:
         """Command-line form, for ``python -m mini_llm.grading.limits``."""
-        return ["--memory-mb", str(self.memory_mb), "--cpu-s", str(self.cpu_s),
-                "--file-mb", str(self.file_mb)]
+        return [
+            "--memory-mb",
+            str(self.memory_mb),
+            "--cpu-s",
+            str(self.cpu_s),
+            "--file-mb",
+            str(self.file_mb),
+        ]
 
     def apply(self) -> None:
         """Set the limits on this process (before it runs anything untrusted)."""
+
         def cap(which: int, value: int) -> None:
             hard = resource.getrlimit(which)[1]
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -63,10 +70,18 @@ def student_environment(home: str) -> dict[str, str]:
     """A small environment for student processes: no secrets, one thread, private home."""
     keep = ("PATH", "LANG", "LC_ALL", "VIRTUAL_ENV", "JUPYTER_PATH")
     env = {k: os.environ[k] for k in keep if k in os.environ}
-    env.update(HOME=home, TMPDIR=home, IPYTHONDIR=os.path.join(home, ".ipython"),
-               MPLCONFIGDIR=os.path.join(home, ".matplotlib"), MPLBACKEND="Agg",
-               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               MALLOC_ARENA_MAX="2", PYTHONDONTWRITEBYTECODE="1")
+    env.update(
+        HOME=home,
+        TMPDIR=home,
+        IPYTHONDIR=os.path.join(home, ".ipython"),
+        MPLCONFIGDIR=os.path.join(home, ".matplotlib"),
+        MPLBACKEND="Agg",
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        MALLOC_ARENA_MAX="2",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
     return env
 
 

@@ -65,24 +65,42 @@ def executable_path() -> str:
 
 def _nbgrader(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
     command = [sys.executable, "-I", "-m", "nbgrader", *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PATH": executable_path()}, check=False)
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PATH": executable_path()},
+        check=False,
+    )
 
 
 def _config_args(root: Path) -> list[str]:
-    return [f"--CourseDirectory.root={root}", f"--CourseDirectory.db_url=sqlite:///{root}/gradebook.db"]
+    return [
+        f"--CourseDirectory.root={root}",
+        f"--CourseDirectory.db_url=sqlite:///{root}/gradebook.db",
+    ]
 
 
 def register_assignment(coursedir: CourseDirectory, assignment: str, scratch: Path) -> Path:
     """Put the assignment's cells into the gradebook; return the scratch release notebook dir."""
     release = scratch / "release"
-    result = _nbgrader(["generate_assignment", assignment, "--force",
-                        f"--CourseDirectory.release_directory={release}",
-                        *_config_args(Path(coursedir.root))],
-                       Path(coursedir.root), timeout=600)
+    result = _nbgrader(
+        [
+            "generate_assignment",
+            assignment,
+            "--force",
+            f"--CourseDirectory.release_directory={release}",
+            *_config_args(Path(coursedir.root)),
+        ],
+        Path(coursedir.root),
+        timeout=600,
+    )
     if result.returncode != 0:
-        raise GradingError(f"nbgrader generate_assignment {assignment} failed:\n"
-                           + result.stderr[-3000:])
+        raise GradingError(
+            f"nbgrader generate_assignment {assignment} failed:\n" + result.stderr[-3000:]
+        )
     return release / assignment
 
 
@@ -102,56 +120,111 @@ class InKernel:
 def _kernel_spec(where: Path, python: str, limit: limits.Limits) -> None:
     spec = where / "kernels" / KERNEL_NAME
     spec.mkdir(parents=True)
-    argv = [python, "-m", "mini_llm.grading.limits", *limit.argv(), "--",
-            python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    (spec / "kernel.json").write_text(json.dumps(
-        {"argv": argv, "display_name": "Python 3 (limited, grading)", "language": "python"}))
+    argv = [
+        python,
+        "-m",
+        "mini_llm.grading.limits",
+        *limit.argv(),
+        "--",
+        python,
+        "-m",
+        "ipykernel_launcher",
+        "-f",
+        "{connection_file}",
+    ]
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {"argv": argv, "display_name": "Python 3 (limited, grading)", "language": "python"}
+        )
+    )
 
 
 def clean_gradebook(coursedir: CourseDirectory, assignment: str, scratch: Path) -> Path:
     """A gradebook that knows this assignment's cells and nothing else (no other student)."""
     db = scratch / "clean-gradebook.db"
-    result = _nbgrader(["generate_assignment", assignment, "--force",
-                        f"--CourseDirectory.release_directory={scratch / 'clean-release'}",
-                        f"--CourseDirectory.root={coursedir.root}",
-                        f"--CourseDirectory.db_url=sqlite:///{db}"],
-                       Path(coursedir.root), timeout=600)
+    result = _nbgrader(
+        [
+            "generate_assignment",
+            assignment,
+            "--force",
+            f"--CourseDirectory.release_directory={scratch / 'clean-release'}",
+            f"--CourseDirectory.root={coursedir.root}",
+            f"--CourseDirectory.db_url=sqlite:///{db}",
+        ],
+        Path(coursedir.root),
+        timeout=600,
+    )
     if result.returncode != 0:
-        raise GradingError(f"nbgrader generate_assignment {assignment} failed:\n"
-                           + result.stderr[-3000:])
+        raise GradingError(
+            f"nbgrader generate_assignment {assignment} failed:\n" + result.stderr[-3000:]
+        )
     return db
 
 
-def autograde_in_kernel(assignment: Assignment, student: str, submitted: Path, gradebook: Path,
-                        source: Path, workdir: Path, limit: limits.Limits, jail: Jail,
-                        timeout_s: float, cell_timeout_s: float) -> InKernel:
+def autograde_in_kernel(
+    assignment: Assignment,
+    student: str,
+    submitted: Path,
+    gradebook: Path,
+    source: Path,
+    workdir: Path,
+    limit: limits.Limits,
+    jail: Jail,
+    timeout_s: float,
+    cell_timeout_s: float,
+) -> InKernel:
     """``nbgrader autograde`` of one student in a private copy of the course, in the sandbox."""
     course = workdir / "course"
     shutil.copytree(submitted, course / "submitted" / student / assignment.name, symlinks=True)
-    shutil.copytree(source, course / "source" / assignment.name, symlinks=True,
-                    ignore=shutil.ignore_patterns("*.ipynb"))
+    shutil.copytree(
+        source,
+        course / "source" / assignment.name,
+        symlinks=True,
+        ignore=shutil.ignore_patterns("*.ipynb"),
+    )
     shutil.copy(gradebook, course / "gradebook.db")
     root, jupyter = ("/course", "/jupyter") if jail.enabled else (course, workdir / "jupyter")
     python = jail.python()[0]
     _kernel_spec(workdir / "jupyter", python, limit)
     env = limits.student_environment(jail.home(workdir / "home"))
-    env.update(JUPYTER_PATH=str(jupyter), PYTHONPATH=jail.package_path(),
-               PATH=os.pathsep.join([str(Path(python).parent), "/usr/bin", "/bin"]))
+    env.update(
+        JUPYTER_PATH=str(jupyter),
+        PYTHONPATH=jail.package_path(),
+        PATH=os.pathsep.join([str(Path(python).parent), "/usr/bin", "/bin"]),
+    )
     command = jail.wrap(
-        [python, "-m", "nbgrader", "autograde", assignment.name, f"--student={student}",
-         "--force", *_config_args(Path(root)), "--CourseDirectory.source_directory=source",
-         "--CourseDirectory.submitted_directory=submitted",
-         "--CourseDirectory.autograded_directory=autograded",
-         f"--Execute.kernel_name={KERNEL_NAME}",  # wall clock only, as the replay's backstop
-         f"--Execute.timeout={int(cell_timeout_s * WALL_FACTOR)}",
-         "--Execute.extra_arguments=[]"],
-        writable={"/course": course}, read_only={"/jupyter": workdir / "jupyter"}, cwd=str(root))
+        [
+            python,
+            "-m",
+            "nbgrader",
+            "autograde",
+            assignment.name,
+            f"--student={student}",
+            "--force",
+            *_config_args(Path(root)),
+            "--CourseDirectory.source_directory=source",
+            "--CourseDirectory.submitted_directory=submitted",
+            "--CourseDirectory.autograded_directory=autograded",
+            f"--Execute.kernel_name={KERNEL_NAME}",  # wall clock only, as the replay's backstop
+            f"--Execute.timeout={int(cell_timeout_s * WALL_FACTOR)}",
+            "--Execute.extra_arguments=[]",
+        ],
+        writable={"/course": course},
+        read_only={"/jupyter": workdir / "jupyter"},
+        cwd=str(root),
+    )
     start = time.monotonic()
     log = workdir / "nbgrader.log"
     with open(log, "wb") as out:
-        process = subprocess.Popen(command, cwd=None if jail.enabled else course, env=env,
-                                   stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=None if jail.enabled else course,
+            env=env,
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         in_time = limits.wait_or_kill(process, start + timeout_s)
     result = InKernel()
     if not in_time:
@@ -159,8 +232,11 @@ def autograde_in_kernel(assignment: Assignment, student: str, submitted: Path, g
     elif process.returncode != 0:
         tail = log.read_bytes()[-20_000:].decode(errors="replace").strip().splitlines()
         generic = ("Please see the", "There was an error processing", "Traceback")
-        errors = [line.split("ERROR]", 1)[1] for line in tail if "[AutogradeApp | ERROR]" in line
-                  and not any(g in line for g in generic)]
+        errors = [
+            line.split("ERROR]", 1)[1]
+            for line in tail
+            if "[AutogradeApp | ERROR]" in line and not any(g in line for g in generic)
+        ]
         result.error = (errors[0] if errors else tail[-1] if tail else "").strip()[:300]
     result.scores = _scores(course / "gradebook.db", assignment, student)
     return result
@@ -172,8 +248,9 @@ def _scores(db: Path, assignment: Assignment, student: str) -> dict[str, float]:
         with Gradebook(f"sqlite:///{db}") as gb:
             for cell in assignment.cells:
                 if cell.kind == "test":
-                    grade = gb.find_grade(cell.grade_id, assignment.notebook, assignment.name,
-                                          student)
+                    grade = gb.find_grade(
+                        cell.grade_id, assignment.notebook, assignment.name, student
+                    )
                     scores[cell.grade_id] = float(grade.auto_score or 0)
     except Exception:  # noqa: BLE001 - the copy was the submission's to break; nothing to show
         return {}
@@ -191,9 +268,16 @@ def timestamp(text: bytes | None):
         return None
 
 
-def record(coursedir: CourseDirectory, assignment: Assignment, student: str, when,
-           verification: Verification, answers: dict[str, list[str]],
-           released: dict[str, str], review: set[str]) -> None:
+def record(
+    coursedir: CourseDirectory,
+    assignment: Assignment,
+    student: str,
+    when,
+    verification: Verification,
+    answers: dict[str, list[str]],
+    released: dict[str, str],
+    review: set[str],
+) -> None:
     """Write one student's trusted scores into the gradebook, as nbgrader's autograde would;
     the test cells in ``review`` are marked as needing a person."""
     name, notebook = assignment.name, assignment.notebook
@@ -206,8 +290,7 @@ def record(coursedir: CourseDirectory, assignment: Assignment, student: str, whe
             if cell.kind == "test":
                 grade = gb.find_grade(cell.grade_id, notebook, name, student)
                 grade.auto_score = by_id[cell.grade_id].points if cell.grade_id in by_id else 0.0
-                grade.needs_manual_grade = (grade.manual_score is not None
-                                            or cell.grade_id in review)
+                grade.needs_manual_grade = grade.manual_score is not None or cell.grade_id in review
             elif cell.kind == "manual":
                 grade = gb.find_grade(cell.grade_id, notebook, name, student)
                 copies = answers.get(cell.grade_id, [])
@@ -219,25 +302,41 @@ def record(coursedir: CourseDirectory, assignment: Assignment, student: str, whe
                 unchanged = not copies or copies == [released.get(cell.grade_id)]
                 comment.auto_comment = "No response." if unchanged else None
         gb.db.commit()
-    resources = {"nbgrader": {"notebook": notebook, "assignment": name, "student": student,
-                              "db_url": coursedir.db_url}}
+    resources = {
+        "nbgrader": {
+            "notebook": notebook,
+            "assignment": name,
+            "student": student,
+            "db_url": coursedir.db_url,
+        }
+    }
     AssignLatePenalties(config=coursedir.config).preprocess(new_notebook(), resources)
 
 
-def feedback_and_export(coursedir: CourseDirectory, assignment: str, students: list[str],
-                        csv_path: Path) -> None:
+def feedback_and_export(
+    coursedir: CourseDirectory, assignment: str, students: list[str], csv_path: Path
+) -> None:
     """nbgrader's own feedback HTML and CSV export, for the students just graded."""
     root = Path(coursedir.root)
-    for args, what in ((["generate_feedback", assignment, "--force",
-                         "--HTMLExporter.sanitize_html=True", *_config_args(root)],
-                        "generate_feedback"),
-                       (["export", f"--to={csv_path}", f"--assignment=[{assignment!r}]",
-                         *_config_args(root)], "export")):
+    for args, what in (
+        (
+            [
+                "generate_feedback",
+                assignment,
+                "--force",
+                "--HTMLExporter.sanitize_html=True",
+                *_config_args(root),
+            ],
+            "generate_feedback",
+        ),
+        (
+            ["export", f"--to={csv_path}", f"--assignment=[{assignment!r}]", *_config_args(root)],
+            "export",
+        ),
+    ):
         result = _nbgrader(args, root, timeout=1800)
         if result.returncode != 0:
             raise GradingError(f"nbgrader {what} failed:\n{result.stderr[-3000:]}")
-    missing = [s for s in students
-               if not folder(coursedir, "feedback", s, assignment).exists()]
+    missing = [s for s in students if not folder(coursedir, "feedback", s, assignment).exists()]
     if missing:
         raise GradingError("nbgrader generate_feedback wrote nothing for " + ", ".join(missing))
-

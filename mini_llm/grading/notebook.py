@@ -103,10 +103,22 @@ def load_assignment(source_notebook: Path) -> Assignment:
         meta = cell.metadata.get("nbgrader", {})
         kind = _kind(cell)
         checksum = nbutils.compute_checksum(cell) if meta.get("grade_id") else None
-        cells.append(Cell(kind, meta.get("grade_id"), cell.source, cell.cell_type,
-                          float(meta.get("points", 0) or 0), checksum))
-    return Assignment(source_notebook.parent.name, source_notebook.stem, cells,
-                      dict(nb.metadata.get("kernelspec", {})))
+        cells.append(
+            Cell(
+                kind,
+                meta.get("grade_id"),
+                cell.source,
+                cell.cell_type,
+                float(meta.get("points", 0) or 0),
+                checksum,
+            )
+        )
+    return Assignment(
+        source_notebook.parent.name,
+        source_notebook.stem,
+        cells,
+        dict(nb.metadata.get("kernelspec", {})),
+    )
 
 
 @dataclass
@@ -117,8 +129,9 @@ class Submission:
     problems: list[str] = field(default_factory=list)
 
 
-def read_submission(path: Path, assignment: Assignment, release_sources: dict[str, str]
-                    ) -> Submission:
+def read_submission(
+    path: Path, assignment: Assignment, release_sources: dict[str, str]
+) -> Submission:
     """Take the answers out of a submitted notebook; note every departure from the assignment.
 
     ``release_sources`` maps grade_ids to their text in the released notebook: the learner's
@@ -136,12 +149,14 @@ def read_submission(path: Path, assignment: Assignment, release_sources: dict[st
         version = raw.get("nbformat") if isinstance(raw, dict) else None
         nb = nbformat.reads(json.dumps(raw), as_version=4)
     except Exception as err:  # noqa: BLE001 - any malformed file is reported, never fatal
-        result.problems.append(f"{path.name} is not a readable notebook ({type(err).__name__}); "
-                               "graded as empty")
+        result.problems.append(
+            f"{path.name} is not a readable notebook ({type(err).__name__}); graded as empty"
+        )
         return result
     if version != 4:
-        result.problems.append(f"{path.name} is in the old notebook format v{version}; "
-                               "it was converted")
+        result.problems.append(
+            f"{path.name} is in the old notebook format v{version}; it was converted"
+        )
     by_id: dict[str, list] = {}
     for cell in nb.cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
@@ -152,32 +167,39 @@ def read_submission(path: Path, assignment: Assignment, release_sources: dict[st
     order = [c.grade_id for c in assignment.cells if c.kind in ("answer", "manual")]
     seen_order = [g for g in by_id if g in order]
     if seen_order != [g for g in order if g in by_id]:
-        result.problems.append("answer cells were moved; they were graded in the "
-                               "assignment's order")
+        result.problems.append(
+            "answer cells were moved; they were graded in the assignment's order"
+        )
     for grade_id, copies in by_id.items():
         source_cell = known.get(grade_id)
         if source_cell is None:
             result.problems.append(f"cell '{grade_id}' is not part of the assignment; ignored")
             continue
         if len(copies) > 1:
-            result.problems.append(f"cell '{grade_id}' appears {len(copies)} times; all copies "
-                                   "were run, in order")
+            result.problems.append(
+                f"cell '{grade_id}' appears {len(copies)} times; all copies were run, in order"
+            )
         for copy in copies:
             _check_metadata(copy, source_cell, result)
         if source_cell.kind in ("answer", "manual"):
             result.answers[grade_id] = [str(c.get("source", "")) for c in copies]
-        elif any(c.get("source", "") != release_sources.get(grade_id, source_cell.source)
-                 for c in copies):
-            result.problems.append(f"{source_cell.kind} cell '{grade_id}' was edited; the "
-                                   "assignment's version was used")
+        elif any(
+            c.get("source", "") != release_sources.get(grade_id, source_cell.source) for c in copies
+        ):
+            result.problems.append(
+                f"{source_cell.kind} cell '{grade_id}' was edited; the "
+                "assignment's version was used"
+            )
     for cell in assignment.cells:
         if cell.grade_id and cell.grade_id not in by_id and cell.kind != "text":
             what = "answer" if cell.kind in ("answer", "manual") else cell.kind
-            result.problems.append(f"{what} cell '{cell.grade_id}' was deleted"
-                                   + ("" if what == "answer" else
-                                      "; the assignment's version was used"))
-    unanswered = [g for g in order if g in result.answers
-                  and result.answers[g] == [release_sources.get(g)]]
+            result.problems.append(
+                f"{what} cell '{cell.grade_id}' was deleted"
+                + ("" if what == "answer" else "; the assignment's version was used")
+            )
+    unanswered = [
+        g for g in order if g in result.answers and result.answers[g] == [release_sources.get(g)]
+    ]
     if unanswered:
         result.problems.append("not answered: " + ", ".join(unanswered))
     return result
@@ -206,5 +228,7 @@ def _check_metadata(cell, source_cell: Cell, result: Submission) -> None:
     if points != source_cell.points:
         changed.append("points")
     if changed:
-        result.problems.append(f"the {', '.join(changed)} of cell '{source_cell.grade_id}' "
-                               "were changed; the assignment's were used")
+        result.problems.append(
+            f"the {', '.join(changed)} of cell '{source_cell.grade_id}' "
+            "were changed; the assignment's were used"
+        )

@@ -104,22 +104,40 @@ def _grade(student: str) -> StudentReport:
             (scratch / "kernel").mkdir()
             source = nbglue.folder(context.coursedir, "source", assignment.name)
             in_kernel = nbglue.autograde_in_kernel(
-                assignment, student, submitted, context.clean_gradebook, source,
-                scratch / "kernel", limit, context.jail, options.timeout_s,
-                options.cell_timeout_s)
+                assignment,
+                student,
+                submitted,
+                context.clean_gradebook,
+                source,
+                scratch / "kernel",
+                limit,
+                context.jail,
+                options.timeout_s,
+                options.cell_timeout_s,
+            )
         submission = read_submission(submitted / notebook_name, assignment, context.released)
         (scratch / "replay").mkdir()
-        verification = verify(assignment, submission, scratch / "replay", limit,
-                              options.timeout_s, options.cell_timeout_s, context.release_files,
-                              context.jail)
-    extra = sorted(str(p.relative_to(submitted)) for p in submitted.rglob("*")
-                   if p.is_file() and p.name not in (notebook_name, "timestamp.txt"))
-    report = StudentReport(student, submission, verification, in_kernel,
-                           time.monotonic() - start)
+        verification = verify(
+            assignment,
+            submission,
+            scratch / "replay",
+            limit,
+            options.timeout_s,
+            options.cell_timeout_s,
+            context.release_files,
+            context.jail,
+        )
+    extra = sorted(
+        str(p.relative_to(submitted))
+        for p in submitted.rglob("*")
+        if p.is_file() and p.name not in (notebook_name, "timestamp.txt")
+    )
+    report = StudentReport(student, submission, verification, in_kernel, time.monotonic() - start)
     report.problems = submission.problems + verification.problems
     if extra:
-        report.problems.append("extra files ignored: " + ", ".join(extra[:5])
-                               + (" ..." if len(extra) > 5 else ""))
+        report.problems.append(
+            "extra files ignored: " + ", ".join(extra[:5]) + (" ..." if len(extra) > 5 else "")
+        )
     if in_kernel.error:
         report.problems.append(f"in-kernel run: {in_kernel.error}")
     return report
@@ -131,9 +149,13 @@ def _preload(assignment: Assignment) -> None:
         if cell.kind not in ("setup", "test"):
             continue
         for node in ast.walk(ast.parse(cell.source)):
-            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                       else [node.module] if isinstance(node, ast.ImportFrom) and node.module
-                       else [])
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module
+                else []
+            )
             for module in modules:
                 importlib.import_module(module)
 
@@ -142,8 +164,9 @@ def _students(options: Options, coursedir) -> list[str]:
     submitted = Path(coursedir.root, coursedir.submitted_directory)
     if not submitted.is_dir():
         raise nbglue.GradingError(f"no submissions folder: {submitted}")
-    everyone = sorted(p.name for p in submitted.iterdir()
-                      if p.is_dir() and (p / options.assignment).is_dir())
+    everyone = sorted(
+        p.name for p in submitted.iterdir() if p.is_dir() and (p / options.assignment).is_dir()
+    )
     if options.students:
         unknown = sorted(set(options.students) - set(everyone))
         if unknown:
@@ -166,8 +189,9 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
         raise nbglue.GradingError(f"no assignment {options.assignment!r}: {source} is missing")
     notebooks = sorted(source.glob("*.ipynb"))
     if len(notebooks) != 1:
-        raise nbglue.GradingError(f"expected one source notebook in {source}, "
-                                  f"found {len(notebooks)}")
+        raise nbglue.GradingError(
+            f"expected one source notebook in {source}, found {len(notebooks)}"
+        )
     students = _students(options, coursedir)
     assignment = load_assignment(notebooks[0])
     _preload(assignment)
@@ -175,8 +199,11 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
         scratch = Path(scratch)
         release = nbglue.register_assignment(coursedir, options.assignment, scratch)
         released_nb = nbformat.read(release / notebooks[0].name, as_version=4)
-        released = {c.metadata["nbgrader"]["grade_id"]: c.source for c in released_nb.cells
-                    if c.metadata.get("nbgrader", {}).get("grade_id")}
+        released = {
+            c.metadata["nbgrader"]["grade_id"]: c.source
+            for c in released_nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade_id")
+        }
         (scratch / "data").mkdir()
         for path in release.iterdir():
             if path.is_file() and path.suffix != ".ipynb":
@@ -185,10 +212,12 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
         unverifiable = _unverifiable_cells(assignment, options, scratch, release_files, jail)
         if unverifiable:  # nbgrader's in-kernel run is the only score these cells can have
             options = dataclasses.replace(options, in_kernel=True)
-        clean = (nbglue.clean_gradebook(coursedir, options.assignment, scratch)
-                 if options.in_kernel else None)
-        _CONTEXT = _Context(options, coursedir, assignment, jail, clean, released,
-                            release_files)
+        clean = (
+            nbglue.clean_gradebook(coursedir, options.assignment, scratch)
+            if options.in_kernel
+            else None
+        )
+        _CONTEXT = _Context(options, coursedir, assignment, jail, clean, released, release_files)
         reports, run_problems = _run_pool(students, options.workers)
     for report in reports:
         _settle(report, unverifiable)
@@ -197,17 +226,22 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
             "the trusted replay cannot check " + ", ".join(sorted(unverifiable)) + " (the "
             "reference solution fails them there, e.g. objects passed between test and answer): "
             "nbgrader's in-kernel result (run for this reason) is used for them and flagged for "
-            "manual review")
+            "manual review"
+        )
     if not jail.enabled:
-        run_problems.append("graded WITHOUT the OS sandbox (--trusted-cohort): student code "
-                            "could read and write what the grader can")
+        run_problems.append(
+            "graded WITHOUT the OS sandbox (--trusted-cohort): student code "
+            "could read and write what the grader can"
+        )
     for report in reports:
         _write_results(coursedir, assignment, notebooks[0], report, released, unverifiable)
-    _write_report(Path(coursedir.root) / f"grading-{options.assignment}.json", reports,
-                  run_problems)
+    _write_report(
+        Path(coursedir.root) / f"grading-{options.assignment}.json", reports, run_problems
+    )
     csv_path = Path(coursedir.root) / f"grades-{options.assignment}.csv"
-    nbglue.feedback_and_export(coursedir, options.assignment, [r.student for r in reports],
-                               csv_path)
+    nbglue.feedback_and_export(
+        coursedir, options.assignment, [r.student for r in reports], csv_path
+    )
     return reports, run_problems, assignment
 
 
@@ -215,8 +249,10 @@ def _run_pool(students: list[str], workers: int) -> tuple[list[StudentReport], l
     """Reports of the students graded, and a line for each the grader itself failed on."""
     reports, failures = [], []
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context) as pool, \
-            tqdm(total=len(students), desc="grading", unit="student") as bar:
+    with (
+        ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context) as pool,
+        tqdm(total=len(students), desc="grading", unit="student") as bar,
+    ):
         futures = {pool.submit(_grade_one, s): s for s in students}
         for future in as_completed(futures):
             try:
@@ -228,20 +264,29 @@ def _run_pool(students: list[str], workers: int) -> tuple[list[StudentReport], l
     return sorted(reports, key=lambda r: r.student), failures
 
 
-def _unverifiable_cells(assignment: Assignment, options: Options, scratch: Path,
-                        files: list[Path], jail: Jail) -> set[str]:
+def _unverifiable_cells(
+    assignment: Assignment, options: Options, scratch: Path, files: list[Path], jail: Jail
+) -> set[str]:
     """Test cells the trusted replay cannot judge: those the reference solution fails there.
 
     This is a property of the assignment, decided before any submission is seen, so a
     submission cannot choose to fall back to the in-kernel result it controls."""
-    reference = Submission(answers={c.grade_id: [c.source] for c in assignment.cells
-                                    if c.kind in ("answer", "manual")})
+    reference = Submission(
+        answers={c.grade_id: [c.source] for c in assignment.cells if c.kind in ("answer", "manual")}
+    )
     (scratch / "reference").mkdir()
     slack = 4  # trusted code: a busy machine must not make a slow reference look unverifiable
     limit = limits.Limits(memory_mb=options.memory_mb, cpu_s=int(options.timeout_s) * slack)
-    outcome = verify(assignment, reference, scratch / "reference", limit,
-                     options.timeout_s * slack, options.cell_timeout_s * slack,
-                     files, jail)
+    outcome = verify(
+        assignment,
+        reference,
+        scratch / "reference",
+        limit,
+        options.timeout_s * slack,
+        options.cell_timeout_s * slack,
+        files,
+        jail,
+    )
     return {c.grade_id for c in outcome.cells if c.kind == "test" and not c.passed}
 
 
@@ -253,49 +298,82 @@ def _settle(report: StudentReport, unverifiable: set[str]) -> None:
         cell.points = min(report.in_kernel.scores.get(cell.grade_id, 0.0), cell.max_points)
         cell.passed = None
         cell.message = "graded by nbgrader's in-kernel run only (flagged for review)"
-        cell.learner_message = ("This check was graded by running your notebook; "
-                                "a person will review it.")
-    failed = [c.grade_id for c in report.verification.cells
-              if c.kind == "test" and c.passed is False]
+        cell.learner_message = (
+            "This check was graded by running your notebook; a person will review it."
+        )
+    failed = [
+        c.grade_id for c in report.verification.cells if c.kind == "test" and c.passed is False
+    ]
     if failed:
         report.problems.append("failed: " + ", ".join(failed))
     if fallback:
-        report.problems.append("in-kernel score used, flagged for review: "
-                               + ", ".join(c.grade_id for c in fallback))
+        report.problems.append(
+            "in-kernel score used, flagged for review: " + ", ".join(c.grade_id for c in fallback)
+        )
     in_kernel, trusted = report.in_kernel, report.verification.auto_score
     if in_kernel.scores and in_kernel.auto_score > trusted:
         report.problems.append(
             f"the in-kernel run claimed {in_kernel.auto_score:g} points but the trusted check "
-            f"gives {trusted:g}: the notebook's own tests were fooled")
+            f"gives {trusted:g}: the notebook's own tests were fooled"
+        )
     elif in_kernel.scores and in_kernel.auto_score < trusted:
         report.problems.append(
             f"the trusted check gives {trusted:g} points but the in-kernel run only "
             f"{in_kernel.auto_score:g}: the replay did not see what the notebook did "
-            "(review this student)")
+            "(review this student)"
+        )
 
 
 def _write_report(path: Path, reports: list[StudentReport], run_problems: list[str]) -> None:
     """For the instructor: every check's full message (the learner's feedback is redacted)."""
-    students = {r.student: {
-        "score": r.score, "in_kernel_score": r.in_kernel.auto_score if r.in_kernel.scores
-        else None, "problems": r.problems,
-        "cells": [{"grade_id": c.grade_id, "kind": c.kind, "points": c.points,
-                   "max_points": c.max_points, "passed": c.passed, "message": c.message}
-                  for c in r.verification.cells]} for r in reports}
+    students = {
+        r.student: {
+            "score": r.score,
+            "in_kernel_score": r.in_kernel.auto_score if r.in_kernel.scores else None,
+            "problems": r.problems,
+            "cells": [
+                {
+                    "grade_id": c.grade_id,
+                    "kind": c.kind,
+                    "points": c.points,
+                    "max_points": c.max_points,
+                    "passed": c.passed,
+                    "message": c.message,
+                }
+                for c in r.verification.cells
+            ],
+        }
+        for r in reports
+    }
     path.write_text(json.dumps({"students": students, "run_problems": run_problems}, indent=1))
 
 
-def _write_results(coursedir, assignment: Assignment, source_notebook: Path,
-                   report: StudentReport, released: dict[str, str], review: set[str]) -> None:
+def _write_results(
+    coursedir,
+    assignment: Assignment,
+    source_notebook: Path,
+    report: StudentReport,
+    released: dict[str, str],
+    review: set[str],
+) -> None:
     submitted = nbglue.folder(coursedir, "submitted", report.student, assignment.name)
     stamp = submitted / "timestamp.txt"
     stamp = stamp if stamp.is_file() and not stamp.is_symlink() else None
     when = nbglue.timestamp(stamp.read_bytes() if stamp else None)
-    nbglue.record(coursedir, assignment, report.student, when, report.verification,
-                  report.submission.answers, released, review)
+    nbglue.record(
+        coursedir,
+        assignment,
+        report.student,
+        when,
+        report.verification,
+        report.submission.answers,
+        released,
+        review,
+    )
     source_nb = nbformat.read(source_notebook, as_version=4)
-    graded = feedback.graded_notebook(source_nb, assignment, report.submission.answers,
-                                      report.verification, report.problems)
+    graded = feedback.graded_notebook(
+        source_nb, assignment, report.submission.answers, report.verification, report.problems
+    )
     target = nbglue.folder(coursedir, "autograded", report.student, assignment.name)
     if target.exists():
         shutil.rmtree(target)

@@ -102,9 +102,11 @@ class Server:
     def run_cell(self, request: dict) -> dict:
         result = self.shell.run_cell(request["source"], store_history=False, silent=False)
         error = result.error_before_exec or result.error_in_exec
-        return {"ok": error is None,
-                "error": None if error is None else f"{type(error).__name__}: {error}"[:2000],
-                "names": self._kinds(request.get("names", []))}
+        return {
+            "ok": error is None,
+            "error": None if error is None else f"{type(error).__name__}: {error}"[:2000],
+            "names": self._kinds(request.get("names", [])),
+        }
 
     def get(self, request: dict) -> dict:
         return {"value": wire.encode(self._resolve(request["target"]), self._ref)}
@@ -135,8 +137,12 @@ class Server:
         return {"value": wire.encode(result, self._ref), "arguments": changed}
 
     def handle(self, request: dict) -> dict:
-        operation = {"cell": self.run_cell, "get": self.get, "getattr": self.getattr,
-                     "call": self.call}.get(request.get("op"))
+        operation = {
+            "cell": self.run_cell,
+            "get": self.get,
+            "getattr": self.getattr,
+            "call": self.call,
+        }.get(request.get("op"))
         if operation is None:
             return {"failure": f"unknown request {request.get('op')!r}"}
         sys.stdout = sys.stderr = self.output

@@ -66,12 +66,16 @@ def carry_back(mine: Any, theirs: Any) -> Any:
     if isinstance(mine, np.random.Generator) and isinstance(theirs, np.random.Generator):
         mine.bit_generator.state = theirs.bit_generator.state
         return mine
-    if torch is not None and isinstance(mine, torch.Generator) and isinstance(theirs, torch.Generator):
+    if (
+        torch is not None
+        and isinstance(mine, torch.Generator)
+        and isinstance(theirs, torch.Generator)
+    ):
         mine.set_state(theirs.get_state())
         return mine
     if isinstance(mine, list) and isinstance(theirs, list):
         kept = [carry_back(a, b) for a, b in zip(mine, theirs)]
-        mine[:] = kept + theirs[len(kept):]
+        mine[:] = kept + theirs[len(kept) :]
         return mine
     if isinstance(mine, tuple) and isinstance(theirs, tuple) and len(mine) == len(theirs):
         for a, b in zip(mine, theirs):
@@ -140,19 +144,28 @@ class SandboxClient:
         self.limit = limit
         request_read, self.requests = os.pipe()
         self.replies, reply_write = os.pipe()
-        start = (f"import sys; sys.path.insert(0, {jail.package_path()!r}); "
-                 "from mini_llm.grading.sandbox import main; main()")
+        start = (
+            f"import sys; sys.path.insert(0, {jail.package_path()!r}); "
+            "from mini_llm.grading.sandbox import main; main()"
+        )
         home = jail.home(workdir / "home")
-        command = jail.wrap([*jail.python(), "-c", start, str(request_read), str(reply_write)],
-                            files={p.name: p for p in files})
+        command = jail.wrap(
+            [*jail.python(), "-c", start, str(request_read), str(reply_write)],
+            files={p.name: p for p in files},
+        )
         if not jail.enabled:  # trusted cohort: limits only, a private folder on the grader's disk
             for path in files:
                 shutil.copy(path, home)
         self.process = subprocess.Popen(
-            command, cwd=None if jail.enabled else home, env=limits.student_environment(home),
-            pass_fds=(request_read, reply_write), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=limit.preexec)  # noqa: PLW1509 - grading workers are single-threaded
+            command,
+            cwd=None if jail.enabled else home,
+            env=limits.student_environment(home),
+            pass_fds=(request_read, reply_write),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=limit.preexec,  # noqa: PLW1509 - grading workers are single-threaded
+        )
         os.close(request_read)
         os.close(reply_write)
         self.death: str | None = None
@@ -168,8 +181,11 @@ class SandboxClient:
             end = time.monotonic() + 10
             while self.jailed and time.monotonic() < end:
                 with contextlib.suppress(psutil.Error):
-                    inner = [p for p in psutil.Process(self.process.pid).children(recursive=True)
-                             if p.name() != "bwrap"]
+                    inner = [
+                        p
+                        for p in psutil.Process(self.process.pid).children(recursive=True)
+                        if p.name() != "bwrap"
+                    ]
                     if inner:
                         self._interpreter = inner[0].pid
                         break
@@ -204,8 +220,11 @@ class SandboxClient:
                 self.close("was stopped: it ignored an interrupt at its time limit")
                 raise SandboxDied(self.death) from None
             raise TimeLimitExceeded(
-                f"did not finish in time and was interrupted; output: {reply.get('output', '')}"
-                [:500], reply) from None
+                f"did not finish in time and was interrupted; output: {reply.get('output', '')}"[
+                    :500
+                ],
+                reply,
+            ) from None
         except (EOFError, OSError, wire.WireError) as err:
             try:
                 code = self.process.wait(timeout=0 if isinstance(err, wire.WireError) else 5)
@@ -213,8 +232,11 @@ class SandboxClient:
                 code = None
             if self.jailed and code is not None and code > 128:  # bwrap: 128 + the signal
                 code = 128 - code
-            self.close(f"died ({limits.signal_name(code)})" if code is not None
-                       else f"broke the protocol: {err}")
+            self.close(
+                f"died ({limits.signal_name(code)})"
+                if code is not None
+                else f"broke the protocol: {err}"
+            )
             raise SandboxDied(self.death) from None
 
     def _wait(self, budget: Budget) -> None:
@@ -225,8 +247,9 @@ class SandboxClient:
             left = budget.cpu_s - budget.spent
             if left <= 0 or now >= budget.wall_deadline:
                 raise TimeoutError("the cell's time is up")
-            ready, _, _ = select.select([self.replies], [], [],
-                                        min(left, budget.wall_deadline - now))
+            ready, _, _ = select.select(
+                [self.replies], [], [], min(left, budget.wall_deadline - now)
+            )
             if ready:
                 return
             budget.spent = self.cpu_seconds() - budget.cpu_start
@@ -259,8 +282,9 @@ class Remote:
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        return self._runner.remote_value({"op": "getattr", "target": self._token, "attr": attr},
-                                         f"{self.__name__}.{attr}")
+        return self._runner.remote_value(
+            {"op": "getattr", "target": self._token, "attr": attr}, f"{self.__name__}.{attr}"
+        )
 
     def __repr__(self) -> str:
         return f"<{self.__name__} in the student's notebook>"
@@ -311,8 +335,16 @@ class Budget:
 class Replay:
     """One replay of a notebook: the sandbox, the trusted namespace, the deadlines."""
 
-    def __init__(self, assignment: Assignment, workdir: Path, limit: limits.Limits,
-                 timeout_s: float, cell_timeout_s: float, files: list[Path], jail: Jail):
+    def __init__(
+        self,
+        assignment: Assignment,
+        workdir: Path,
+        limit: limits.Limits,
+        timeout_s: float,
+        cell_timeout_s: float,
+        files: list[Path],
+        jail: Jail,
+    ):
         self.assignment = assignment
         self.sandbox = SandboxClient(workdir, limit, files, jail)
         self.namespace: dict[str, Any] = {"__name__": "__main__", "get_ipython": _NoMagics}
@@ -328,8 +360,9 @@ class Replay:
 
     def _send(self, message: dict) -> dict:
         if time.monotonic() >= self.notebook_deadline:
-            self.sandbox.close(f"was stopped: the notebook's time limit ({self.timeout_s:g} s) "
-                               "was used up")
+            self.sandbox.close(
+                f"was stopped: the notebook's time limit ({self.timeout_s:g} s) was used up"
+            )
         return self.sandbox.request(message, self.budget)
 
     def _encode(self, value: Any) -> Any:
@@ -341,8 +374,9 @@ class Replay:
         return wire.encode(value, ref)
 
     def _decode(self, value: Any, label: str) -> Any:
-        return wire.decode(value, lambda token: Remote(self, {"$ref": token["$ref"]},
-                                                       f"<object from {label}>"))
+        return wire.decode(
+            value, lambda token: Remote(self, {"$ref": token["$ref"]}, f"<object from {label}>")
+        )
 
     def _answer(self, reply: dict, label: str) -> Any:
         if "raised" in reply:
@@ -350,15 +384,22 @@ class Replay:
         try:
             return self._decode(reply.get("value"), label)
         except wire.WireError as err:
-            raise StudentError(f"{label} returned something that is not plain data: {err}") \
-                from None
+            raise StudentError(
+                f"{label} returned something that is not plain data: {err}"
+            ) from None
 
     def call(self, target: Remote, args: tuple, kwargs: dict) -> Any:
-        reply = self._send({"op": "call", "target": target._token, "args": self._encode(list(args)),
-                            "kwargs": self._encode(dict(kwargs))})
+        reply = self._send(
+            {
+                "op": "call",
+                "target": target._token,
+                "args": self._encode(list(args)),
+                "kwargs": self._encode(dict(kwargs)),
+            }
+        )
         value = self._answer(reply, target.__name__)
         changed = reply.get("arguments")
-        for key, state in (changed.items() if isinstance(changed, dict) else ()):
+        for key, state in changed.items() if isinstance(changed, dict) else ():
             mine = args[int(key)] if key.isdigit() and int(key) < len(args) else kwargs.get(key)
             with contextlib.suppress(wire.WireError, TypeError, ValueError, RuntimeError):
                 carry_back(mine, self._decode(state, target.__name__))
@@ -370,8 +411,9 @@ class Replay:
     # -- the cells
     def run_in_sandbox(self, source: str) -> tuple[bool, str, str]:
         try:
-            reply = self._send({"op": "cell", "source": source,
-                                "names": self.assignment.graded_names})
+            reply = self._send(
+                {"op": "cell", "source": source, "names": self.assignment.graded_names}
+            )
         except TimeLimitExceeded as err:  # what the cell defined before the interrupt counts
             self._note_kinds(err.reply)
             raise
@@ -394,7 +436,8 @@ class Replay:
                 self.namespace[name] = Remote(self, {"$name": name}, name)
             elif kind == "value":
                 self.namespace[name] = self.remote_value(
-                    {"op": "get", "target": {"$name": name}}, name)
+                    {"op": "get", "target": {"$name": name}}, name
+                )
             else:
                 self.namespace.pop(name, None)
 
@@ -407,13 +450,16 @@ def redact(message: str, error: BaseException) -> str:
     """What a learner may see of a failed hidden check: the function, the kind of failure
     and the hint -- never the inputs, the expected value or the test's code."""
     first = message.splitlines()[0] if message else ""
-    hint = next((line.strip() for line in message.splitlines()
-                 if line.strip().startswith("Hint:")), "")
+    hint = next(
+        (line.strip() for line in message.splitlines() if line.strip().startswith("Hint:")), ""
+    )
     name = re.match(r"\s*([A-Za-z_][\w.]*)\(", first)
-    what = re.search(r" (is wrong|has the wrong shape|has the wrong number of items|"
-                     r"should [^.:(]*?(?= of shape|[.:(]|$)|raised NotImplementedError|"
-                     r"raised an error|raised [A-Za-z_.]+|should refuse this input)",
-                     first)
+    what = re.search(
+        r" (is wrong|has the wrong shape|has the wrong number of items|"
+        r"should [^.:(]*?(?= of shape|[.:(]|$)|raised NotImplementedError|"
+        r"raised an error|raised [A-Za-z_.]+|should refuse this input)",
+        first,
+    )
     if isinstance(error, NameError):
         return f"A hidden check failed: {error}."
     if not isinstance(error, AssertionError) or not name:
@@ -442,7 +488,7 @@ def run_test(replay: Replay, cell: Cell) -> CellResult:
                 result.message = f"{type(err).__name__}: {err}".strip()
                 if isinstance(err, AssertionError) and str(err):
                     result.message = str(err)
-                result.learner_message = (redact(str(err), err) if hidden else result.message)
+                result.learner_message = redact(str(err), err) if hidden else result.message
                 result.output = captured.take()
                 return result
     except SandboxDied as err:
@@ -453,9 +499,16 @@ def run_test(replay: Replay, cell: Cell) -> CellResult:
     return result
 
 
-def verify(assignment: Assignment, submission: Submission, workdir: Path, limit: limits.Limits,
-           timeout_s: float, cell_timeout_s: float, files: list[Path], jail: Jail
-           ) -> Verification:
+def verify(
+    assignment: Assignment,
+    submission: Submission,
+    workdir: Path,
+    limit: limits.Limits,
+    timeout_s: float,
+    cell_timeout_s: float,
+    files: list[Path],
+    jail: Jail,
+) -> Verification:
     """Replay the notebook with the learner's answers; the trusted score of each cell."""
     outcome = Verification()
     replay = Replay(assignment, workdir, limit, timeout_s, cell_timeout_s, files, jail)
@@ -486,8 +539,9 @@ def _setup(replay: Replay, cell: Cell, outcome: Verification) -> None:
     except SandboxDied:
         pass
     except Exception as err:  # noqa: BLE001 - reported; the tests that need it will fail
-        outcome.problems.append(f"set-up cell '{cell.grade_id}' failed in the grader: "
-                                f"{type(err).__name__}: {err}")
+        outcome.problems.append(
+            f"set-up cell '{cell.grade_id}' failed in the grader: {type(err).__name__}: {err}"
+        )
 
 
 def _answer(replay: Replay, cell: Cell, submission: Submission, outcome: Verification) -> None:
@@ -500,16 +554,16 @@ def _answer(replay: Replay, cell: Cell, submission: Submission, outcome: Verific
             ok, error, output = replay.run_in_sandbox(source)
         except TimeLimitExceeded as err:
             messages.append(f"TimeLimitExceeded: the cell {err}")
-            outcome.problems.append(f"cell '{cell.grade_id}' ran past its time limit and was "
-                                    "interrupted")
+            outcome.problems.append(
+                f"cell '{cell.grade_id}' ran past its time limit and was interrupted"
+            )
             continue
         except SandboxDied as err:
             if already_dead:
                 messages.append(f"Not run: the notebook's process {err} earlier.")
             else:
                 messages.append(f"The notebook's process {err} while running this cell.")
-                outcome.problems.append(f"the notebook's process {err} in cell "
-                                        f"'{cell.grade_id}'")
+                outcome.problems.append(f"the notebook's process {err} in cell '{cell.grade_id}'")
             break
         outputs.append(output)
         if not ok:

@@ -38,7 +38,7 @@ def send(fd: int, message: dict) -> None:
     payload = _HEADER.pack(len(data)) + data
     view = memoryview(payload)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def read_exact(fd: int, size: int, deadline: float | None = None) -> bytes:
@@ -96,8 +96,10 @@ def encode(value: Any, ref: Callable[[Any], dict] | None = None, depth: int = 0)
     if torch is not None and isinstance(value, torch.Generator) and value.device.type == "cpu":
         return {"$torchrng": _array_bytes(value.get_state().numpy())}
     if torch is not None and isinstance(value, torch.Tensor):
-        return {"$torch": _array_bytes(value.detach().cpu().numpy()),
-                "grad": bool(value.requires_grad)}
+        return {
+            "$torch": _array_bytes(value.detach().cpu().numpy()),
+            "grad": bool(value.requires_grad),
+        }
     if type(value) is list:
         return [encode(v, ref, depth + 1) for v in value]
     if isinstance(value, tuple):  # named tuples arrive as plain tuples
@@ -105,8 +107,11 @@ def encode(value: Any, ref: Callable[[Any], dict] | None = None, depth: int = 0)
     if isinstance(value, (set, frozenset)):
         return {"$set": [encode(v, ref, depth + 1) for v in value]}
     if type(value) is dict:
-        return {"$dict": [[encode(k, ref, depth + 1), encode(v, ref, depth + 1)]
-                          for k, v in value.items()]}
+        return {
+            "$dict": [
+                [encode(k, ref, depth + 1), encode(v, ref, depth + 1)] for k, v in value.items()
+            ]
+        }
     return _as_ref(value, ref)
 
 
@@ -187,15 +192,17 @@ def decode(value: Any, resolve: Callable[[dict], Any] | None = None, depth: int 
         import torch
 
         return torch.from_numpy(_load_array(value["$torch"]).copy()).requires_grad_(
-            bool(value.get("grad")))
+            bool(value.get("grad"))
+        )
     if "$tuple" in value:
         return tuple(decode(value["$tuple"], resolve, depth + 1))
     if "$set" in value:
         return set(decode(value["$set"], resolve, depth + 1))
     if "$dict" in value:
         pairs = value["$dict"]
-        if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2
-                                                  for p in pairs):
+        if not isinstance(pairs, list) or not all(
+            isinstance(p, list) and len(p) == 2 for p in pairs
+        ):
             raise WireError("a dict must be a list of pairs")
         try:
             return {decode(k, resolve, depth + 1): decode(v, resolve, depth + 1) for k, v in pairs}

@@ -19,9 +19,28 @@ REFERENCE = ("mini_llm.seq2seq",)
 
 BUGS, ALTERNATIVES, bug, correct = new_registry()
 
-_ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-         "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
-         "eighteen", "nineteen"]
+_ONES = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
 _TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 
 
@@ -42,7 +61,11 @@ def _group(m):
 # ---------------------------------------------------------------------------- number_to_words
 
 
-@bug("number_to_words", "zero_after_round", "the ones word is always said: 40 -> forty zero, 300 -> three hundred zero")
+@bug(
+    "number_to_words",
+    "zero_after_round",
+    "the ones word is always said: 40 -> forty zero, 300 -> three hundred zero",
+)
 def _(n):
     if not 0 <= n < 1_000_000:
         raise ValueError(n)
@@ -64,7 +87,9 @@ def _(n):
     return group(thousands) + ["thousand"] + (group(rest) if rest else [])
 
 
-@bug("number_to_words", "teens_as_ten_plus", "10..19 said as 'ten' and a ones word: 13 -> ten three")
+@bug(
+    "number_to_words", "teens_as_ten_plus", "10..19 said as 'ten' and a ones word: 13 -> ten three"
+)
 def _(n):
     if not 0 <= n < 1_000_000:
         raise ValueError(n)
@@ -87,7 +112,11 @@ def _(n):
     return (group(thousands) + ["thousand"] if thousands else []) + group(rest)
 
 
-@bug("number_to_words", "thousand_zero", "the rest is always said after 'thousand': 1000 -> one thousand zero")
+@bug(
+    "number_to_words",
+    "thousand_zero",
+    "the rest is always said after 'thousand': 1000 -> one thousand zero",
+)
 def _(n):
     if not 0 <= n < 1_000_000:
         raise ValueError(n)
@@ -107,7 +136,11 @@ def _(n):
     return (head + (["thousand"] if thousands < 1000 else []) if thousands else []) + _group(rest)
 
 
-@bug("number_to_words", "drops_hundred_thousands", "the thousands group only spelled below 100: 312005 -> twelve thousand five")
+@bug(
+    "number_to_words",
+    "drops_hundred_thousands",
+    "the thousands group only spelled below 100: 312005 -> twelve thousand five",
+)
 def _(n):
     if not 0 <= n < 1_000_000:
         raise ValueError(n)
@@ -120,17 +153,29 @@ def _(n):
 # ----------------------------------------------------------------------------- masked_softmax
 
 
-@bug("masked_softmax", "mask_after_softmax", "softmax of all scores, then multiplied by the mask: rows no longer sum to 1")
+@bug(
+    "masked_softmax",
+    "mask_after_softmax",
+    "softmax of all scores, then multiplied by the mask: rows no longer sum to 1",
+)
 def _(scores, mask):
     return torch.softmax(scores, dim=-1) * mask
 
 
-@bug("masked_softmax", "negative_added_after", "a large negative added to the masked weights after the softmax")
+@bug(
+    "masked_softmax",
+    "negative_added_after",
+    "a large negative added to the masked weights after the softmax",
+)
 def _(scores, mask):
     return torch.softmax(scores, dim=-1) + (~mask) * -1e9
 
 
-@bug("masked_softmax", "mask_inverted", "masked_fill(mask, -inf): the real positions are the ones removed")
+@bug(
+    "masked_softmax",
+    "mask_inverted",
+    "masked_fill(mask, -inf): the real positions are the ones removed",
+)
 def _(scores, mask):
     weights = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
     return torch.nan_to_num(weights)
@@ -141,13 +186,21 @@ def _(scores, mask):
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=1)
 
 
-@bug("masked_softmax", "no_max_shift", "exp of the raw scores without subtracting the maximum: overflows for large scores")
+@bug(
+    "masked_softmax",
+    "no_max_shift",
+    "exp of the raw scores without subtracting the maximum: overflows for large scores",
+)
 def _(scores, mask):
     e = torch.exp(scores) * mask
     return e / e.sum(dim=-1, keepdim=True)
 
 
-@bug("masked_softmax", "zero_fill", "masked scores set to 0 instead of -inf, so they keep a weight e^0")
+@bug(
+    "masked_softmax",
+    "zero_fill",
+    "masked scores set to 0 instead of -inf, so they keep a weight e^0",
+)
 def _(scores, mask):
     return torch.softmax(scores * mask, dim=-1)
 
@@ -159,7 +212,11 @@ def _softmax(scores, mask):
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
 
 
-@bug("additive_attention", "dot_product", "dot product of the two projections instead of v . tanh(sum)")
+@bug(
+    "additive_attention",
+    "dot_product",
+    "dot product of the two projections instead of v . tanh(sum)",
+)
 def _(query, keys, mask, W_q, W_k, v):
     scores = ((keys @ W_k.T) * (query @ W_q.T)[:, None, :]).sum(dim=-1)
     weights = _softmax(scores, mask)
@@ -173,7 +230,11 @@ def _(query, keys, mask, W_q, W_k, v):
     return (weights[:, :, None] * keys).sum(dim=1), weights
 
 
-@bug("additive_attention", "weights_not_transposed", "query @ W_q and keys @ W_k: the (out, in) weights used untransposed")
+@bug(
+    "additive_attention",
+    "weights_not_transposed",
+    "query @ W_q and keys @ W_k: the (out, in) weights used untransposed",
+)
 def _(query, keys, mask, W_q, W_k, v):
     scores = torch.tanh((query @ W_q)[:, None, :] + keys @ W_k) @ v
     weights = _softmax(scores, mask)
@@ -187,14 +248,22 @@ def _(query, keys, mask, W_q, W_k, v):
     return (weights[:, :, None] * keys).sum(dim=1), weights
 
 
-@bug("additive_attention", "context_from_scores", "the context weighs the keys by the raw scores, not the softmax weights")
+@bug(
+    "additive_attention",
+    "context_from_scores",
+    "the context weighs the keys by the raw scores, not the softmax weights",
+)
 def _(query, keys, mask, W_q, W_k, v):
     scores = torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
     weights = _softmax(scores, mask)
     return (scores.masked_fill(~mask, 0.0)[:, :, None] * keys).sum(dim=1), weights
 
 
-@bug("additive_attention", "sum_wrong_axis", "the weighted keys summed over the feature axis: context (B, S)")
+@bug(
+    "additive_attention",
+    "sum_wrong_axis",
+    "the weighted keys summed over the feature axis: context (B, S)",
+)
 def _(query, keys, mask, W_q, W_k, v):
     scores = torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
     weights = _softmax(scores, mask)
@@ -212,7 +281,11 @@ def _(predicted, target, eos):
     return hits / len(target)
 
 
-@bug("exact_match", "stops_before_eos", "compares the digits before the target's </s> only: a missing </s> goes unnoticed")
+@bug(
+    "exact_match",
+    "stops_before_eos",
+    "compares the digits before the target's </s> only: a missing </s> goes unnoticed",
+)
 def _(predicted, target, eos):
     hits = 0
     for row, gold in zip(predicted.tolist(), target.tolist()):
@@ -221,7 +294,11 @@ def _(predicted, target, eos):
     return hits / len(target)
 
 
-@bug("exact_match", "predicted_eos", "cuts both rows at the PREDICTION's first </s> (or its end): a translation cut short counts as right")
+@bug(
+    "exact_match",
+    "predicted_eos",
+    "cuts both rows at the PREDICTION's first </s> (or its end): a translation cut short counts as right",
+)
 def _(predicted, target, eos):
     hits = 0
     for row, gold in zip(predicted.tolist(), target.tolist()):
@@ -239,11 +316,15 @@ def _(predicted, target, eos):
     return float(hits)
 
 
-@bug("exact_match", "per_token_accuracy", "the share of correct tokens up to </s>, not of correct rows")
+@bug(
+    "exact_match",
+    "per_token_accuracy",
+    "the share of correct tokens up to </s>, not of correct rows",
+)
 def _(predicted, target, eos):
     right = total = 0
     for row, gold in zip(predicted.tolist(), target.tolist()):
-        gold = gold[:gold.index(eos) + 1]
+        gold = gold[: gold.index(eos) + 1]
         right += sum(p == g for p, g in zip(row, gold))
         total += len(gold)
     return right / total
@@ -264,8 +345,9 @@ def _(n):
         return [decades[n // 10]] + (number_to_words(n % 10) if n % 10 else [])
     if n < 1000:
         return [small[n // 100], "hundred"] + (number_to_words(n % 100) if n % 100 else [])
-    return number_to_words(n // 1000) + ["thousand"] + (
-        number_to_words(n % 1000) if n % 1000 else [])
+    return (
+        number_to_words(n // 1000) + ["thousand"] + (number_to_words(n % 1000) if n % 1000 else [])
+    )
 
 
 number_to_words = ALTERNATIVES["number_to_words"]["recursive"]  # the recursion calls itself
@@ -308,9 +390,10 @@ def _(scores, mask):
 
 @correct("additive_attention", "loop_over_positions")
 def _(query, keys, mask, W_q, W_k, v):
-    q = W_q @ query.T                                       # (A, B)
-    scores = torch.stack([torch.tanh(q + W_k @ keys[:, j].T).T @ v
-                          for j in range(keys.shape[1])], dim=1)
+    q = W_q @ query.T  # (A, B)
+    scores = torch.stack(
+        [torch.tanh(q + W_k @ keys[:, j].T).T @ v for j in range(keys.shape[1])], dim=1
+    )
     scores = torch.where(mask, scores, torch.tensor(float("-inf"), dtype=scores.dtype))
     weights = torch.softmax(scores, dim=1)
     return torch.bmm(weights[:, None, :], keys)[:, 0], weights
@@ -318,8 +401,9 @@ def _(query, keys, mask, W_q, W_k, v):
 
 @correct("additive_attention", "linear_functional")
 def _(query, keys, mask, W_q, W_k, v):
-    hidden = torch.tanh(torch.nn.functional.linear(query, W_q).unsqueeze(1)
-                        + torch.nn.functional.linear(keys, W_k))
+    hidden = torch.tanh(
+        torch.nn.functional.linear(query, W_q).unsqueeze(1) + torch.nn.functional.linear(keys, W_k)
+    )
     scores = (hidden * v).sum(-1)
     e = torch.exp(scores - scores.max(dim=1, keepdim=True).values) * mask
     weights = e / e.sum(dim=1, keepdim=True)
@@ -332,7 +416,7 @@ def _(predicted, target, eos):
     pad = -1  # no real id: a prediction that stops early never matches
     p = torch.nn.functional.pad(predicted, (0, width - predicted.shape[1]), value=pad)
     t = torch.nn.functional.pad(target, (0, width - target.shape[1]), value=pad)
-    end = (t == eos).int().argmax(dim=1)                      # first </s> of the target
+    end = (t == eos).int().argmax(dim=1)  # first </s> of the target
     inside = torch.arange(width)[None, :] <= end[:, None]
     return ((p == t) | ~inside).all(dim=1).double().mean().item()
 

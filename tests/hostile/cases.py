@@ -35,8 +35,11 @@ class Kit:
         self.course, self.source, self.release = course, source, release
         meta = [c.metadata.get("nbgrader", {}) for c in source.cells]
         self.order = [m.get("grade_id") for m in meta]
-        self.tests = {m["grade_id"]: float(m["points"]) for m in meta
-                      if m.get("grade") and not m.get("solution") and m.get("points")}
+        self.tests = {
+            m["grade_id"]: float(m["points"])
+            for m in meta
+            if m.get("grade") and not m.get("solution") and m.get("points")
+        }
         self.answers = [m["grade_id"] for m in meta if m.get("solution") and not m.get("grade")]
         self.written = [m["grade_id"] for m in meta if m.get("solution") and m.get("grade")]
         self.total = sum(self.tests.values())
@@ -70,22 +73,30 @@ class Kit:
         return nb
 
     def reference(self, grade_id: str) -> str:
-        cell = next(c for c in self.source.cells
-                    if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-        return "\n".join(line for line in cell.source.splitlines()
-                         if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+        cell = next(
+            c
+            for c in self.source.cells
+            if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+        )
+        return "\n".join(
+            line
+            for line in cell.source.splitlines()
+            if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")
+        )
 
     @staticmethod
     def cell(nb, grade_id: str):
-        return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")
-                    == grade_id)
+        return next(
+            c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+        )
 
     def buggy_last(self):
         """Correct except the last part, whose function returns a wrong constant."""
         nb = self.solved()
         name = self.function_of(self.last)
-        self.cell(nb, self.last).source += f"\n\n_right = {name}\ndef {name}(*args, **kwargs):\n" \
-                                           "    return 12345.0\n"
+        self.cell(nb, self.last).source += (
+            f"\n\n_right = {name}\ndef {name}(*args, **kwargs):\n    return 12345.0\n"
+        )
         return nb
 
     def folder(self, student: str) -> Path:
@@ -143,14 +154,17 @@ def os_exit(kit: Kit, student: str) -> Expect:
 
 def segfault(kit: Kit, student: str) -> Expect:
     second = kit.answers[1]
-    kit.hand_in(student, _prepend(kit, kit.solved(), second, "import ctypes\nctypes.string_at(0)\n"))
+    kit.hand_in(
+        student, _prepend(kit, kit.solved(), second, "import ctypes\nctypes.string_at(0)\n")
+    )
     return Expect(kit.points_before(second), "SIGSEGV")
 
 
 def memory_hog(kit: Kit, student: str) -> Expect:
     """6 GiB in 128 MiB pieces: far past the limit, freed again when the error unwinds."""
-    code = ("def _hog():\n    import numpy\n    return [numpy.ones(2**24) for _ in range(48)]\n"
-            "_hog()")
+    code = (
+        "def _hog():\n    import numpy\n    return [numpy.ones(2**24) for _ in range(48)]\n_hog()"
+    )
     kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
     return Expect(kit.total, "MemoryError")
 
@@ -194,8 +208,9 @@ def grade_id_renamed(kit: Kit, student: str) -> Expect:
 
 def solution_marked_as_test(kit: Kit, student: str) -> Expect:
     nb = kit.buggy_last()
-    kit.cell(nb, kit.last).metadata["nbgrader"].update(grade=True, solution=False, points=50,
-                                                         locked=True)
+    kit.cell(nb, kit.last).metadata["nbgrader"].update(
+        grade=True, solution=False, points=50, locked=True
+    )
     kit.hand_in(student, nb)
     return Expect(kit.total - kit.points_of(kit.last), "flag")
 
@@ -219,32 +234,40 @@ def changed_signature(kit: Kit, student: str) -> Expect:
 
 def patch_checks(kit: Kit, student: str) -> Expect:
     """Every expect_* helper passes: enough to fool the notebook's own (in-kernel) tests."""
-    code = ("import mini_llm.checks as _c\n"
-            "for _name in [n for n in dir(_c) if n.startswith('expect_')]:\n"
-            "    setattr(_c, _name, lambda *a, **k: None)\n")
+    code = (
+        "import mini_llm.checks as _c\n"
+        "for _name in [n for n in dir(_c) if n.startswith('expect_')]:\n"
+        "    setattr(_c, _name, lambda *a, **k: None)\n"
+    )
     kit.hand_in(student, _append(kit, kit.buggy_last(), kit.answers[0], code))
     return Expect(kit.total - kit.points_of(kit.last), "tests were fooled")
 
 
 def patch_libraries(kit: Kit, student: str) -> Expect:
     """numpy.allclose/isclose, numpy.testing, torch.allclose, builtins, and IPython's errors."""
-    code = ("import builtins, numpy, numpy.testing, torch\n"
-            "numpy.allclose = torch.allclose = lambda *a, **k: True\n"
-            "numpy.isclose = lambda a, b, **k: numpy.ones(numpy.shape(a), bool)\n"
-            "numpy.testing.assert_allclose = numpy.testing.assert_array_equal = "
-            "lambda *a, **k: None\n"
-            "builtins.AssertionError = type('AssertionError', (Exception,), {})\n"
-            "get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)\n")
+    code = (
+        "import builtins, numpy, numpy.testing, torch\n"
+        "numpy.allclose = torch.allclose = lambda *a, **k: True\n"
+        "numpy.isclose = lambda a, b, **k: numpy.ones(numpy.shape(a), bool)\n"
+        "numpy.testing.assert_allclose = numpy.testing.assert_array_equal = "
+        "lambda *a, **k: None\n"
+        "builtins.AssertionError = type('AssertionError', (Exception,), {})\n"
+        "get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)\n"
+    )
     kit.hand_in(student, _append(kit, kit.buggy_last(), kit.answers[0], code))
-    return Expect(kit.total - kit.points_of(kit.last), f"check failed: {kit.function_of(kit.last)}(")
+    return Expect(
+        kit.total - kit.points_of(kit.last), f"check failed: {kit.function_of(kit.last)}("
+    )
 
 
 def writes_course_files(kit: Kit, student: str) -> Expect:
     """Overwrites the gradebook, another student's submission and the solutions: the sandbox
     has no view of the course, so the first write fails."""
-    targets = [kit.course / "gradebook.db",
-               kit.course / "submitted" / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
-               kit.course / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"]
+    targets = [
+        kit.course / "gradebook.db",
+        kit.course / "submitted" / "honest" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
+        kit.course / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
+    ]
     code = "".join(f"open({str(t)!r}, 'wb').write(b'pwned')\n" for t in targets)
     kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
     return Expect(kit.total, "FileNotFoundError")
@@ -256,21 +279,23 @@ def kills_other_students(kit: Kit, student: str) -> Expect:
     Its PID namespace shows no other sandbox (only bubblewrap's init, whose command line names
     the sandbox and which the kernel protects from its own namespace), so it kills nothing (it
     would say so) and whoever was graded at the same time is unharmed."""
-    code = ("import os, signal, time\n"
-            "_end, _killed = time.time() + 5, set()\n"
-            "while time.time() < _end:\n"
-            "    for _pid in filter(str.isdigit, os.listdir('/proc')):\n"
-            "        try:\n"
-            "            _cmd = open(f'/proc/{_pid}/cmdline', 'rb').read()\n"
-            "            if b'mini_llm.grading.sandbox' in _cmd and int(_pid) != os.getpid():\n"
-            "                os.kill(int(_pid), signal.SIGKILL)\n"
-            "                _killed.add(_pid)\n"
-            "        except OSError:\n"
-            "            pass\n"
-            "    time.sleep(0.1)\n"
-            "_killed = [p for p in _killed if not os.path.exists(f'/proc/{p}')]  # died of it\n"
-            "if _killed:\n"
-            "    raise RuntimeError(f'killed {len(_killed)} other sandboxes')\n")
+    code = (
+        "import os, signal, time\n"
+        "_end, _killed = time.time() + 5, set()\n"
+        "while time.time() < _end:\n"
+        "    for _pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "        try:\n"
+        "            _cmd = open(f'/proc/{_pid}/cmdline', 'rb').read()\n"
+        "            if b'mini_llm.grading.sandbox' in _cmd and int(_pid) != os.getpid():\n"
+        "                os.kill(int(_pid), signal.SIGKILL)\n"
+        "                _killed.add(_pid)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    time.sleep(0.1)\n"
+        "_killed = [p for p in _killed if not os.path.exists(f'/proc/{p}')]  # died of it\n"
+        "if _killed:\n"
+        "    raise RuntimeError(f'killed {len(_killed)} other sandboxes')\n"
+    )
     kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
     return Expect(kit.total, "-")
 
@@ -339,11 +364,35 @@ def reordered(kit: Kit, student: str) -> Expect:
     return Expect(kit.total, "were moved")
 
 
-CASES = [honest, blank, infinite_loop, sys_exit, os_exit, segfault, memory_hog, print_50mb,
-         deleted_test, test_edited_to_pass, points_raised, grade_id_renamed,
-         solution_marked_as_test, renamed_function, changed_signature, patch_checks,
-         patch_libraries, writes_course_files, kills_other_students, not_json, nbformat_v3, missing_notebook,
-         extra_files, kernel_name, prefilled_outputs, split_cells, reordered]
+CASES = [
+    honest,
+    blank,
+    infinite_loop,
+    sys_exit,
+    os_exit,
+    segfault,
+    memory_hog,
+    print_50mb,
+    deleted_test,
+    test_edited_to_pass,
+    points_raised,
+    grade_id_renamed,
+    solution_marked_as_test,
+    renamed_function,
+    changed_signature,
+    patch_checks,
+    patch_libraries,
+    writes_course_files,
+    kills_other_students,
+    not_json,
+    nbformat_v3,
+    missing_notebook,
+    extra_files,
+    kernel_name,
+    prefilled_outputs,
+    split_cells,
+    reordered,
+]
 
 
 def hidden_failure(kit: Kit, student: str) -> Expect:
@@ -351,8 +400,10 @@ def hidden_failure(kit: Kit, student: str) -> Expect:
     part = kit.answers[1]
     name = kit.function_of(part)
     nb = kit.solved()
-    kit.cell(nb, part).source = (f"def {name}(counts):\n    counts = np.asarray(counts, float)\n"
-                                 "    return counts / counts.sum(axis=1, keepdims=True)\n")
+    kit.cell(nb, part).source = (
+        f"def {name}(counts):\n    counts = np.asarray(counts, float)\n"
+        "    return counts / counts.sum(axis=1, keepdims=True)\n"
+    )
     kit.hand_in(student, nb)
     return Expect(kit.total - kit.points_of(part), "A hidden check failed")
 
@@ -370,8 +421,10 @@ def exception_names_grader_module(kit: Kit, student: str) -> Expect:
     rebuilding it by importing that module used to stop the whole run."""
     first = kit.answers[0]
     name = kit.function_of(first)
-    code = (f"class Boom(ValueError):\n    pass\nBoom.__module__ = {GRADER_MODULE!r}\n"
-            f"def {name}(*args, **kwargs):\n    raise Boom('no counts today')\n")
+    code = (
+        f"class Boom(ValueError):\n    pass\nBoom.__module__ = {GRADER_MODULE!r}\n"
+        f"def {name}(*args, **kwargs):\n    raise Boom('no counts today')\n"
+    )
     kit.hand_in(student, _append(kit, kit.solved(), first, code))
     return Expect(kit.total - kit.points_of(first), "failed: " + f"{name}_tests")
 
@@ -380,15 +433,17 @@ def reads_the_solution(kit: Kit, student: str) -> Expect:
     """A blank notebook whose last answer finds the reference solution on disk -- through
     ``/proc/<ancestor>/cwd`` or the course's own path -- and runs every answer in it."""
     relative = f"solutions/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
-    code = ("import glob, json, os\n"
-            f"_paths = glob.glob('/proc/*/cwd/{relative}') + glob.glob('/proc/*/root/**/"
-            f"{relative}', recursive=True) + [{str(kit.course / relative)!r}]\n"
-            "_found = [p for p in _paths if os.path.exists(p)]\n"
-            "if not _found:\n    raise FileNotFoundError('no solution found')\n"
-            "for _cell in json.load(open(_found[0]))['cells']:\n"
-            "    if _cell['metadata'].get('nbgrader', {}).get('solution') and "
-            "_cell['cell_type'] == 'code':\n"
-            "        exec(''.join(_cell['source']))\n")
+    code = (
+        "import glob, json, os\n"
+        f"_paths = glob.glob('/proc/*/cwd/{relative}') + glob.glob('/proc/*/root/**/"
+        f"{relative}', recursive=True) + [{str(kit.course / relative)!r}]\n"
+        "_found = [p for p in _paths if os.path.exists(p)]\n"
+        "if not _found:\n    raise FileNotFoundError('no solution found')\n"
+        "for _cell in json.load(open(_found[0]))['cells']:\n"
+        "    if _cell['metadata'].get('nbgrader', {}).get('solution') and "
+        "_cell['cell_type'] == 'code':\n"
+        "        exec(''.join(_cell['source']))\n"
+    )
     nb = copy.deepcopy(kit.release)
     kit.cell(nb, kit.last).source = code
     kit.hand_in(student, nb)
@@ -398,20 +453,24 @@ def reads_the_solution(kit: Kit, student: str) -> Expect:
 def daemon_rewrites_gradebook(kit: Kit, student: str) -> Expect:
     """Correct answers, plus a double-forked daemon that waits for the grader to finish and
     then overwrites the gradebook (tagged, so the test can look for it after the run)."""
-    daemon = ("import time\n_end = time.time() + 240\n"
-              "while time.time() < _end:\n"
-              "    try:\n"
-              f"        open({str(kit.course / 'gradebook.db')!r}, 'wb').write(b'pwned')\n"
-              "    except OSError:\n"
-              "        pass\n"
-              "    time.sleep(1)\n")
-    code = ("import os, sys\n"
-            "if os.fork() == 0:\n"
-            "    os.setsid()\n"
-            "    if os.fork() == 0:\n"
-            f"        os.execv(sys.executable, [sys.executable, '-c', {daemon!r}, "
-            f"{DAEMON_MARKER!r}])\n"
-            "    os._exit(0)\n")
+    daemon = (
+        "import time\n_end = time.time() + 240\n"
+        "while time.time() < _end:\n"
+        "    try:\n"
+        f"        open({str(kit.course / 'gradebook.db')!r}, 'wb').write(b'pwned')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    time.sleep(1)\n"
+    )
+    code = (
+        "import os, sys\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv(sys.executable, [sys.executable, '-c', {daemon!r}, "
+        f"{DAEMON_MARKER!r}])\n"
+        "    os._exit(0)\n"
+    )
     kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
     return Expect(kit.total, "-")
 
@@ -420,19 +479,23 @@ def plants_code_for_later_steps(kit: Kit, student: str) -> Expect:
     """Plants a ``.pth`` file in the Python environment and appends to the course's
     ``nbgrader_config.py``: code that would run in the grader's later feedback and export
     steps (here it only prints, and only for this course's folder)."""
-    boost = (f"import sys; {str(kit.course)!r} in ' '.join(sys.argv) and "
-             "print('hostile code ran in a grader step')\n")
+    boost = (
+        f"import sys; {str(kit.course)!r} in ' '.join(sys.argv) and "
+        "print('hostile code ran in a grader step')\n"
+    )
     config = (str(kit.course / "nbgrader_config.py"), "\nc.Exchange.timezone = 'planted'\n", "a")
-    code = ("import sysconfig\n"
-            f"_pth = sysconfig.get_paths()['purelib'] + '/{planted_pth(kit).name}'\n"
-            "_errors = []\n"
-            f"for _path, _text, _mode in [(_pth, {boost!r}, 'w'), {config!r}]:\n"
-            "    try:\n"
-            "        open(_path, _mode).write(_text)\n"
-            "    except OSError as _err:\n"
-            "        _errors.append(f'{type(_err).__name__}: {_err}')\n"
-            "if _errors:\n"
-            "    raise OSError(' | '.join(_errors))\n")
+    code = (
+        "import sysconfig\n"
+        f"_pth = sysconfig.get_paths()['purelib'] + '/{planted_pth(kit).name}'\n"
+        "_errors = []\n"
+        f"for _path, _text, _mode in [(_pth, {boost!r}, 'w'), {config!r}]:\n"
+        "    try:\n"
+        "        open(_path, _mode).write(_text)\n"
+        "    except OSError as _err:\n"
+        "        _errors.append(f'{type(_err).__name__}: {_err}')\n"
+        "if _errors:\n"
+        "    raise OSError(' | '.join(_errors))\n"
+    )
     kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
     return Expect(kit.total, "Read-only file system")
 
@@ -449,14 +512,20 @@ def script_in_written_answer(kit: Kit, student: str) -> Expect:
     for grade_id in kit.written:
         kit.cell(nb, grade_id).source = (
             "Zero counts <script>window.HOSTILE_SCRIPT = 1</script> "
-            "<img src=x onerror=\"window.HOSTILE_ONERROR = 1\"> "
-            "[see here](javascript:window.HOSTILE_LINK=1)\n")
+            '<img src=x onerror="window.HOSTILE_ONERROR = 1"> '
+            "[see here](javascript:window.HOSTILE_LINK=1)\n"
+        )
     kit.hand_in(student, nb)
     return Expect(kit.total, "-")
 
 
-CASES += [exception_names_grader_module, reads_the_solution, daemon_rewrites_gradebook,
-          plants_code_for_later_steps, script_in_written_answer]
+CASES += [
+    exception_names_grader_module,
+    reads_the_solution,
+    daemon_rewrites_gradebook,
+    plants_code_for_later_steps,
+    script_in_written_answer,
+]
 
 
 def symlinked_notebook(kit: Kit, student: str) -> Expect:
