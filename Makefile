@@ -11,7 +11,7 @@ MATHJAX := book/_mathjax/_static/mathjax/tex-chtml.js
 help:
 	@echo "make book       set up .venv and build the book into book/_build/html"
 	@echo "make test       set up .venv and run the whole test suite (CH=07: one chapter's tests)"
-	@echo "make check      lint and the fast tests: no book build, no grading (about 2 minutes)"
+	@echo "make check      lint and the fast tests: no book build, no grading (a few minutes)"
 	@echo "make toc        write book/_toc.yml and the intro's chapter table from book/chapters.yml"
 	@echo "make exercises  regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make grade ASSIGNMENT=ch01_bigrams   autograde submitted/ (instructors)"
