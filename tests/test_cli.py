@@ -393,6 +393,7 @@ KEY_VALUES = {
     "min_lr": "2e-05",
     "warmup_iters": "3",
     "lr_decay_iters": "5",
+    "schedule": "noam",
     "weight_decay": "0.05",
     "beta1": "0.8",
     "beta2": "0.95",
