@@ -12,7 +12,7 @@ import time
 
 import psutil
 import pytest
-from _exercise_helpers import BIN
+from _exercise_helpers import BIN, SOLUTIONS
 
 from mini_llm.grading import jail, limits
 from mini_llm.grading.notebook import Assignment, Cell, Submission
@@ -69,9 +69,11 @@ def test_the_sandbox_sees_no_course_file_and_no_grader_process(tmp_path):
     answer = (
         f"import os\ndef f(x):\n    seen = [p for p in os.listdir('/proc') if p.isdigit()]\n"
         f"    return (os.path.exists({str(secret)!r}), os.getuid(), len(seen),\n"
-        f"            os.path.exists({str(BIN)!r}))\n"
+        f"            os.path.exists({str(SOLUTIONS)!r}))\n"
     )
-    test = "assert f(0) == (False, 65534, 2, False), f(0)\n"  # bwrap's init and this Python
+    # 2 processes: bwrap's init and this Python. The venv is visible (read-only), the reference
+    # solutions beside it are not.
+    test = "assert f(0) == (False, 65534, 2, False), f(0)\n"
     assert _passed(_replay(tmp_path / "replay", answer, test))
 
 
