@@ -163,6 +163,14 @@ def test_chapter_has_goals_figures_and_summary(built_book, docname):
         assert (built_book / src).stat().st_size > 10_000, f"{docname}: {src} looks empty"
 
 
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_token_names_in_prose_are_not_read_as_html(built_book, docname):
+    """A bare <s> in Markdown (a caption, a sentence) becomes an HTML strike-through that runs to
+    the end of the page; token names belong in backticks."""
+    struck = article(page(built_book, docname)).select("s, strike")
+    assert not struck, f"{docname}: struck-through text from a raw tag: {struck[0].get_text()[:80]}"
+
+
 def test_intro_lists_all_twelve_chapters(built_book):
     soup = page(built_book, "intro")
     table = article(soup).find("table")
