@@ -42,8 +42,8 @@ test: setup browser
 # The fast loop. Order-only on the stamp: an existing .venv is used as it is (`make setup`
 # updates it).
 check: | $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(BIN)/ruff check --no-cache .
+	$(BIN)/ruff format --no-cache --check .
 	$(BIN)/python -m pytest -m "not slow" -q
 
 toc: | $(STAMP)

@@ -94,9 +94,8 @@ class Kit:
         """Correct except the last part, whose function returns a wrong constant."""
         nb = self.solved()
         name = self.function_of(self.last)
-        self.cell(nb, self.last).source += (
-            f"\n\n_right = {name}\ndef {name}(*args, **kwargs):\n    return 12345.0\n"
-        )
+        wrong_constant = f"\n\n_right = {name}\ndef {name}(*args, **kwargs):\n    return 12345.0\n"
+        self.cell(nb, self.last).source += wrong_constant
         return nb
 
     def folder(self, student: str) -> Path:
