@@ -27,6 +27,7 @@ from mini_llm.data import SPLITS, RandomBatches, load_meta, load_split, prepare
 from mini_llm.device import pick_device
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.grading import cli as grading_cli
+from mini_llm.learner import cli as learner_cli
 from mini_llm.tokenizer import tokenizer_from_dict
 from mini_llm.train import TrainingDivergedError, make_optimizer, train
 
@@ -143,6 +144,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --resume: accept a learning-rate schedule (learning_rate, "
         "min_lr, warmup_iters, where the cosine ends) unlike the checkpoint's",
     )
+    learner_cli.add_learner_argument(parser)
 
 
 def resume_command(args, out: Path) -> str:
@@ -274,11 +276,13 @@ def run_train(args) -> None:
     if args.new_schedule and not args.resume:
         raise ValueError("--new-schedule only applies with --resume")
     args.out = args.out or Path("runs") / (args.config or DEFAULT_CONFIG)
+    learner_cli.use_learner(args)
     checkpoint = load_checkpoint(args.out / "ckpt.pt") if args.resume else None
     if checkpoint is not None:
         run = continued_run(args, checkpoint)
     else:
-        run = configs.resolve(args.config or DEFAULT_CONFIG, args.overrides)
+        overrides = learner_cli.learner_overrides(args, args.overrides)
+        run = configs.resolve(args.config or DEFAULT_CONFIG, overrides)
         refuse_to_overwrite(args, args.out)
     data_dir, meta = prepared_data(args, run, checkpoint)
     threads, why = chosen_threads(args)
@@ -370,6 +374,7 @@ def add_sample_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--device", default="auto")
     add_threads_argument(parser)
+    learner_cli.add_learner_argument(parser)
 
 
 def load_model(checkpoint: Path, device: torch.device):
@@ -389,8 +394,9 @@ def run_sample(args) -> None:
     device = pick_device(args.device)
     threads, why = chosen_threads(args)
     torch.set_num_threads(threads)
+    learner_cli.use_learner(args, report=sys.stderr)  # stdout is the text alone
     model, tokenizer = load_model(args.checkpoint, device)
-    print(f"threads: {threads} ({why})", file=sys.stderr)  # stdout is the text alone
+    print(f"threads: {threads} ({why})", file=sys.stderr)
     if not args.prompt:
         raise ValueError("the prompt is empty; give at least one character, e.g. --prompt $'\\n'")
     prompt = torch.tensor([tokenizer.encode(args.prompt)], device=device)
@@ -465,6 +471,7 @@ COMMANDS: dict[str, Command] = {
     "sample": Command("generate text from a checkpoint", add_sample_arguments, run_sample),
     "bench": Command("time training steps and generation", add_bench_arguments, run_bench),
     "grade": Command(grading_cli.HELP, grading_cli.add_arguments, grading_cli.run),
+    "learner": Command(learner_cli.HELP, learner_cli.add_arguments, learner_cli.run),
 }
 
 

@@ -25,17 +25,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mini_llm.attention import (
-    causal_mask,
-    combine_heads,
-    scaled_dot_product_attention,
-    split_heads,
-)
+# Chapters 8 and 9's functions are looked up through their modules when called, not bound here,
+# so that mini_llm.learner can swap a learner's own versions in (``mini-llm train --learner``).
+from mini_llm import attention, transformer
 from mini_llm.cpu_linear import Linear  # nn.Linear, with faster products on some CPUs
 
 ACTIVATIONS = {
     "gelu": lambda x: F.gelu(x),  # exact: x·Φ(x)
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's "gelu_new"
+    "relu": torch.relu,  # the MLP is then chapter 9's feed_forward (the Transformer paper's)
 }
 
 
@@ -50,7 +48,8 @@ class GPTConfig:
     n_embd: int = 128
     dropout: float = 0.0
     bias: bool = True  # biases in Linear layers and LayerNorms (GPT-2 has them)
-    # "gelu" (exact, x·Φ(x)) or "gelu_tanh" (GPT-2's approximation; slower on CPU in PyTorch)
+    # "gelu" (exact, x·Φ(x)), "gelu_tanh" (GPT-2's approximation; slower on CPU in PyTorch) or
+    # "relu" (chapter 9's feed_forward, which mini-llm train --learner swaps for the learner's)
     activation: str = "gelu"
     layer_norm_eps: float = 1e-5
     attention: str = "fused"  # "fused" (fast) or "explicit" (the formula written out)
@@ -120,7 +119,7 @@ def cached_causal_mask(queries: int, keys: int, device=None) -> torch.Tensor:
     of ``keys`` positions are new and the earlier ones sit in a KV cache. Each new token sees
     every cached key and the new tokens up to itself: the last rows of the causal mask over all
     ``keys`` positions."""
-    return causal_mask(keys)[keys - queries :].to(device)
+    return attention.causal_mask(keys)[keys - queries :].to(device)
 
 
 def explicit_attention(q, k, v, dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,7 +131,7 @@ def explicit_attention(q, k, v, dropout_p: float = 0.0) -> tuple[torch.Tensor, t
     weights before they mix the values.
     """
     mask = cached_causal_mask(q.size(-2), k.size(-2), q.device)
-    output, weights = scaled_dot_product_attention(q, k, v, mask)
+    output, weights = attention.scaled_dot_product_attention(q, k, v, mask)
     if dropout_p > 0.0:
         output = F.dropout(weights, p=dropout_p) @ v
     return output, weights
@@ -153,7 +152,7 @@ class CausalSelfAttention(nn.Module):
 
     def heads(self, x: torch.Tensor):
         """Queries, keys and values of ``x`` (B, T, C), each (B, H, T, C/H): one set per head."""
-        return [split_heads(part, self.n_head) for part in self.qkv(x).chunk(3, dim=-1)]
+        return [attention.split_heads(part, self.n_head) for part in self.qkv(x).chunk(3, dim=-1)]
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         q, k, v = self.heads(x)
@@ -164,7 +163,7 @@ class CausalSelfAttention(nn.Module):
             y = self._fused(q, k, v, dropout_p)
         else:
             y, _ = explicit_attention(q, k, v, dropout_p)
-        y = combine_heads(y)  # heads side by side again
+        y = attention.combine_heads(y)  # heads side by side again
         return self.resid_dropout(self.proj(y))
 
     @staticmethod
@@ -188,9 +187,37 @@ class MLP(nn.Module):
         self.activation = ACTIVATIONS[config.activation]
         self.proj = Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
+        self.chapter_9 = config.activation == "relu"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.chapter_9:
+            b1, b2 = (_bias_of(layer) for layer in (self.fc, self.proj))
+            return self.dropout(
+                transformer.feed_forward(x, self.fc.weight, b1, self.proj.weight, b2)
+            )
         return self.dropout(self.proj(self.activation(self.fc(x))))
+
+
+def _bias_of(layer: nn.Linear | nn.LayerNorm) -> torch.Tensor:
+    """The layer's bias, or zeros where it has none (``bias=False``), for chapter 9's functions,
+    which always take one."""
+    if layer.bias is not None:
+        return layer.bias
+    return torch.zeros(layer.weight.shape[0], device=layer.weight.device, dtype=layer.weight.dtype)
+
+
+def normalize(x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+    """What every LayerNorm of the GPT computes: PyTorch's fused kernel. mini_llm.learner swaps
+    in chapter 9's ``layer_norm`` written by the learner."""
+    return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+
+
+class LayerNorm(nn.LayerNorm):
+    """``nn.LayerNorm`` (same parameters and state dict) that computes :func:`normalize`,
+    looked up when called."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return normalize(x, self)
 
 
 class Block(nn.Module):
@@ -198,9 +225,9 @@ class Block(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
+        self.ln_1 = LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
+        self.ln_2 = LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
@@ -218,7 +245,7 @@ class GPT(nn.Module):
         self.position_embedding = nn.Embedding(config.block_size, config.n_embd)
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
+        self.ln_f = LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
         self.head = Linear(config.n_embd, config.vocab_size, bias=False)
         # Weight tying: the vector that represents a token going in also scores it coming out.
         self.head.weight = self.token_embedding.weight

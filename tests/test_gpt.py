@@ -116,7 +116,7 @@ def test_bad_shapes_are_rejected_with_a_reason():
     with pytest.raises(ValueError, match="divisible by n_head"):
         GPTConfig(n_embd=30, n_head=4)
     with pytest.raises(ValueError, match="activation must be one of"):
-        GPTConfig(activation="relu")
+        GPTConfig(activation="swish")
 
 
 HF_CONFIGS = [

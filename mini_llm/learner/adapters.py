@@ -1,0 +1,78 @@
+"""Small adapters between a learner's signature and the package's, named in the registry.
+
+``also`` adapters take the learner's function (and the reference they replace) and return a
+function with the package's signature; ``stand_in`` adapters compute a reference that is not in
+the package yet, in the learner's signature.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+import torch
+
+
+def norm_module(layer_norm: Callable, reference: Callable) -> Callable:
+    """``gpt.normalize(x, norm)`` from chapter 9's ``layer_norm(x, gamma, beta, eps)``."""
+
+    def normalize(x, norm):
+        beta = norm.bias if norm.bias is not None else torch.zeros_like(norm.weight)
+        return layer_norm(x, norm.weight, beta, norm.eps)
+
+    return normalize
+
+
+def schedule_of_config(learning_rate_at: Callable, reference: Callable) -> Callable:
+    """``train.learning_rate_at(step, config)`` from chapter 12's
+    ``learning_rate_at(step, max_lr, min_lr, warmup_iters, decay_iters)``; the noam schedule
+    stays the reference's (chapter 9's ``noam_learning_rate`` is swapped on its own)."""
+
+    def scheduled(step, config):
+        if config.schedule != "cosine":
+            return reference(step, config)
+        decay_end = config.lr_decay_iters or config.max_iters
+        return learning_rate_at(
+            step, config.learning_rate, config.min_lr, config.warmup_iters, decay_end
+        )
+
+    return scheduled
+
+
+def cosine_of_config(step, max_lr, min_lr, warmup_iters, decay_iters):
+    """The warm-up and cosine schedule of ``train.learning_rate_at``, from plain numbers."""
+    from mini_llm.train import TrainConfig, learning_rate_at
+
+    config = TrainConfig(
+        learning_rate=max_lr,
+        min_lr=min_lr,
+        warmup_iters=warmup_iters,
+        lr_decay_iters=decay_iters,
+        max_iters=max(1, decay_iters),
+    )
+    return learning_rate_at(step, config)
+
+
+def parameter_count_of_config(vocab_size, block_size, n_layer, n_embd, bias=True):
+    """``GPTConfig.parameter_count`` of that shape (one head: the count does not depend on it)."""
+    from mini_llm.gpt import GPTConfig
+
+    config = GPTConfig(vocab_size, block_size, n_layer, 1, n_embd, bias=bias)
+    return config.parameter_count()
+
+
+def resolve(path: str):
+    """``module:name`` -> the object, or None where the module or name does not exist (yet)."""
+    module_name, _, name = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        return None
+    return getattr(module, name, None)
+
+
+def by_name(name: str) -> Callable:
+    found = globals().get(name)
+    if not callable(found) or name.startswith("_") or name in ("resolve", "by_name"):
+        raise KeyError(f"no adapter named {name!r} in mini_llm.learner.adapters")
+    return found

@@ -1,0 +1,145 @@
+"""``mini-llm learner export|check`` and the ``--learner DIR`` flag of ``train`` and ``sample``."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+from mini_llm.learner import probe
+from mini_llm.learner.export import export
+from mini_llm.learner.swap import ENVIRONMENT_VARIABLE, Swapped, use
+
+HELP = "export your exercise answers as a package, and check them against the reference"
+DEFAULT_OUT = Path("my_mini_llm")
+
+LEARNER_MODEL = {"attention": "explicit", "activation": "relu"}
+"""What ``--learner`` changes in the GPT so that it calls the learner's functions: attention
+written out with chapter 8's functions (not PyTorch's fused kernel) and chapter 9's ReLU
+feed-forward network. A reference run with these overrides is the one to compare with."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="action")
+    exporting = actions.add_parser(
+        "export",
+        help="collect the answer cells of your notebooks into a package",
+        description="collect the answer cells of your notebooks into a package, one module per "
+        "chapter, and say which parts are present, missing or failing their visible tests",
+    )
+    exporting.add_argument(
+        "exercises",
+        nargs="?",
+        type=Path,
+        default=Path("exercises"),
+        help="folder of your notebooks, <assignment>/<assignment>.ipynb (default: exercises)",
+    )
+    exporting.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"package folder (default: {DEFAULT_OUT})"
+    )
+    checking = actions.add_parser(
+        "check",
+        help="compare each exported part with the reference and name the first that differs",
+        description="run each exported part on its visible tests' inputs next to the "
+        "reference, in a child process under the grader's limits",
+    )
+    checking.add_argument("folder", type=Path, help="a folder written by mini-llm learner export")
+    checking.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="run the code inside the grader's OS sandbox (bubblewrap): for instructors "
+        "checking a student's export",
+    )
+
+
+def add_learner_argument(parser: argparse.ArgumentParser) -> None:
+    """``--learner DIR`` for ``train`` and ``sample``."""
+    parser.add_argument(
+        "--learner",
+        type=Path,
+        default=os.environ.get(ENVIRONMENT_VARIABLE) or None,
+        help="use your own parts from a folder written by mini-llm learner export (default: "
+        f"${ENVIRONMENT_VARIABLE}); runs your code in this process, so use it for your own "
+        "code only",
+    )
+
+
+def learner_overrides(args, overrides: list[str]) -> list[str]:
+    """``overrides`` with :data:`LEARNER_MODEL` added where ``--learner`` is given and the
+    user did not choose those keys."""
+    if args.learner is None:
+        return overrides
+    chosen = {pair.partition("=")[0].strip() for pair in overrides}
+    extra = [f"{key}={value}" for key, value in LEARNER_MODEL.items() if key not in chosen]
+    if extra:
+        print(
+            f"--learner: training with {' '.join(extra)}, so that the GPT calls your attention "
+            "and feed-forward functions (compare with a reference run of the same settings)"
+        )
+    return [*overrides, *extra]
+
+
+def use_learner(args, report=sys.stdout) -> Swapped | None:
+    """Swap the learner's parts in if ``--learner`` is given, saying which are whose."""
+    if args.learner is None:
+        return None
+    swapped = use(args.learner, verbose=False)
+    print(swapped.summary(), file=report)
+    return swapped
+
+
+def run(args) -> None:
+    """Export, or check (a part that deviates makes the exit status 1)."""
+    if args.action == "export":
+        export(args.exercises, args.out)
+        print(f"wrote {args.out} from {args.exercises}")
+        report = probe.run(args.out, compare=False)
+        _print_table(report, compare=False)
+        return
+    report = probe.run(args.folder, compare=True, sandbox=args.sandbox)
+    _print_table(report, compare=True)
+    deviating = [e for e in report if e.get("comparison", {}).get("deviates")]
+    if not deviating:
+        compared = sum(1 for e in report if "comparison" in e)
+        print(f"all {compared} compared parts agree with the reference")
+        return
+    first = deviating[0]
+    print(
+        f"first part that deviates: {first['part']} ({_how_far(first['comparison'])}); "
+        "fix it first, then export and check again"
+    )
+    raise SystemExit(1)
+
+
+def _how_far(comparison: dict) -> str:
+    where = f"call {comparison['call']} of {comparison['calls']} of its visible tests"
+    if math.isinf(comparison["difference"]) or comparison["why"] != "deviates":
+        return f"{comparison['why']}, on {where}"
+    return f"max |yours - reference| = {comparison['difference']:.3g}, on {where}"
+
+
+def _print_table(report: list[dict], compare: bool) -> None:
+    width = max(len(entry["part"]) for entry in report)
+    counts: dict[str, int] = {}
+    for entry in report:
+        counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+        tests = entry["tests"] + (f": {entry['message']}" if entry["message"] else "")
+        line = f"  {entry['part']:<{width}}  {entry['status']:<8} "
+        if entry["status"] != "present":
+            line += entry["detail"] or tests
+        else:
+            line += f"visible tests {tests or '-'}"
+            if compare and "comparison" in entry:
+                line += f"; {_agreement(entry['comparison'])}"
+        print(line.rstrip())
+    print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+
+
+def _agreement(comparison: dict) -> str:
+    if not comparison["calls"]:
+        return "not compared (no recorded calls)"
+    if comparison["deviates"]:
+        return f"DEVIATES: {_how_far(comparison)}"
+    return f"agrees ({comparison['calls']} calls, max diff {comparison['difference']:.1g})"
