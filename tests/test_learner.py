@@ -181,7 +181,7 @@ def test_a_partly_solved_set_uses_the_solved_parts_and_lists_the_rest(tmp_path, 
         model = GPT(GPTConfig(vocab_size=11, n_layer=1, n_embd=16, n_head=2, **LEARNER_MODEL))
         model(torch.zeros(1, 5, dtype=torch.long))  # runs on the mix
     assert (attention.scaled_dot_product_attention, transformer.layer_norm) == originals[:2]
-    said = capsys.readouterr().err
+    said = capsys.readouterr().out
     assert f"3 of {len(PARTS)} are yours" in said
     assert "ch09_transformer" in said and "reference (missing): layer_norm" in said
 
@@ -320,6 +320,23 @@ def test_check_agrees_on_the_solutions_and_names_the_buggy_part(solved, buggy, t
         "first part that deviates: ch08_self_attention.scaled_dot_product_attention "
         "(max |yours - reference| = "
     )
+
+
+def test_check_tries_the_gpts_shapes_where_small_visible_tests_pass(tmp_path):
+    """Attention written for one sequence (k.T) passes the 2-D visible tests and fails on the
+    (batch, heads, time, features) tensors of the GPT: check says so."""
+    root = copy_course(tmp_path / "notebooks", ["ch08_self_attention"])
+    edit_cell(
+        root,
+        "ch08_self_attention",
+        "scaled_dot_product_attention_impl",
+        lambda s: _changed(lambda t: t.replace("k.transpose(-2, -1)", "k.T"), s),
+    )
+    export(root, tmp_path / "package")
+    checked = cli("learner", "check", str(tmp_path / "package"), cwd=tmp_path)
+    assert checked.returncode == 1, checked.stderr
+    line = next(x for x in checked.stdout.splitlines() if "scaled_dot_product_attention" in x)
+    assert "visible tests pass; DEVIATES" in line and "probe 1 at the GPT's shapes" in line
 
 
 def test_sample_with_the_learners_parts(runs, solved):

@@ -12,7 +12,7 @@ from mini_llm.learner import probe
 from mini_llm.learner.export import export
 from mini_llm.learner.swap import ENVIRONMENT_VARIABLE, Swapped, use
 
-HELP = "export your exercise answers as a package, and check them against the reference"
+HELP = "your own mini_llm from your exercise answers: export, check"
 DEFAULT_OUT = Path("my_mini_llm")
 
 LEARNER_MODEL = {"attention": "explicit", "activation": "relu"}
@@ -107,39 +107,59 @@ def run(args) -> None:
         return
     first = deviating[0]
     print(
-        f"first part that deviates: {first['part']} ({_how_far(first['comparison'])}); "
+        f"first part that deviates: {first['part']} "
+        f"({_how_far(first['comparison'], first['test_calls'])}); "
         "fix it first, then export and check again"
     )
     raise SystemExit(1)
 
 
-def _how_far(comparison: dict) -> str:
-    where = f"call {comparison['call']} of {comparison['calls']} of its visible tests"
+def _how_far(comparison: dict, test_calls: int) -> str:
+    number = comparison["call"]
+    if number <= test_calls:
+        where = f"call {number} of its visible tests"
+    else:
+        where = f"probe {number - test_calls} at the GPT's shapes"
     if math.isinf(comparison["difference"]) or comparison["why"] != "deviates":
         return f"{comparison['why']}, on {where}"
     return f"max |yours - reference| = {comparison['difference']:.3g}, on {where}"
 
 
 def _print_table(report: list[dict], compare: bool) -> None:
+    """One line a part; a chapter whose parts are all missing for one reason, one line."""
     width = max(len(entry["part"]) for entry in report)
+    chapters: dict[str, list[dict]] = {}
+    for entry in report:
+        chapters.setdefault(entry["part"].partition(".")[0], []).append(entry)
+    for chapter, entries in chapters.items():
+        reasons = {(e["status"], e["detail"]) for e in entries}
+        if len(reasons) == 1 and entries[0]["status"] == "missing" and len(entries) > 1:
+            label = f"{chapter}.*"
+            print(f"  {label:<{width}}  missing  {entries[0]['detail']} ({len(entries)} parts)")
+            continue
+        for entry in entries:
+            print(_line(entry, width, compare))
     counts: dict[str, int] = {}
     for entry in report:
         counts[entry["status"]] = counts.get(entry["status"], 0) + 1
-        tests = entry["tests"] + (f": {entry['message']}" if entry["message"] else "")
-        line = f"  {entry['part']:<{width}}  {entry['status']:<8} "
-        if entry["status"] != "present":
-            line += entry["detail"] or tests
-        else:
-            line += f"visible tests {tests or '-'}"
-            if compare and "comparison" in entry:
-                line += f"; {_agreement(entry['comparison'])}"
-        print(line.rstrip())
     print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
 
 
-def _agreement(comparison: dict) -> str:
+def _line(entry: dict, width: int, compare: bool) -> str:
+    tests = entry["tests"] + (f": {entry['message']}" if entry["message"] else "")
+    line = f"  {entry['part']:<{width}}  {entry['status']:<8} "
+    if entry["status"] != "present":
+        return (line + (entry["detail"] or tests)).rstrip()
+    line += f"visible tests {tests or '-'}"
+    if compare and "comparison" in entry:
+        line += f"; {_agreement(entry['comparison'], entry['test_calls'])}"
+    return line
+
+
+def _agreement(comparison: dict, test_calls: int) -> str:
     if not comparison["calls"]:
         return "not compared (no recorded calls)"
     if comparison["deviates"]:
-        return f"DEVIATES: {_how_far(comparison)}"
-    return f"agrees ({comparison['calls']} calls, max diff {comparison['difference']:.1g})"
+        return f"DEVIATES: {_how_far(comparison, test_calls)}"
+    calls = comparison["calls"]
+    return f"agrees ({calls} call{'s' * (calls != 1)}, max diff {comparison['difference']:.1g})"

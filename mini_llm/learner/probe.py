@@ -7,7 +7,8 @@ student's export. The child (``python -m mini_llm.learner.probe FOLDER [--compar
 
 1. imports each chapter module (an import error marks that chapter's parts as ``error``);
 2. runs each present part's visible tests with the part bound to its name, recording the
-   arguments of every call -- the tests' own inputs are the probe inputs;
+   arguments of every call -- the tests' own inputs are the probe inputs, and the parts the GPT
+   calls get a few more at the GPT's own shapes (:func:`model_shaped_calls`);
 3. with ``--compare``, calls the learner's part and the reference on copies of each recorded
    call, from the same random state, and measures the largest difference of the results.
 
@@ -151,6 +152,41 @@ def _worst(pairs) -> tuple[float, str]:
     return max(flagged or pairs or [(0.0, "")], key=lambda p: p[0])
 
 
+def model_shaped_calls() -> dict[str, list[tuple[tuple, dict]]]:
+    """(args, kwargs) of extra calls, by part, at the shapes the GPT and its sampler and
+    training loop use: (batch, heads, time, features) tensors, a causal mask and the shifted
+    mask of a KV cache. Small visible tests can pass where these break."""
+    generator = torch.Generator().manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator)
+
+    mask = torch.ones(8, 8, dtype=torch.bool).tril()
+    q, k, v, new = randn(2, 4, 8, 16), randn(2, 4, 8, 16), randn(2, 4, 8, 16), randn(2, 4, 3, 16)
+    logits = 3 * randn(3, 20)
+    return {
+        "ch08_self_attention.scaled_dot_product_attention": [
+            ((q, k, v, mask), {}),
+            ((new, k, v, mask[5:]), {}),
+        ],
+        "ch08_self_attention.causal_mask": [((8,), {}), ((1,), {})],
+        "ch08_self_attention.split_heads": [((randn(2, 8, 32), 4), {})],
+        "ch09_transformer.layer_norm": [((3 * randn(2, 8, 32) + 1, randn(32), randn(32)), {})],
+        "ch09_transformer.feed_forward": [
+            ((randn(2, 8, 32), randn(128, 32) / 6, randn(128), randn(32, 128) / 11, randn(32)), {})
+        ],
+        "ch11_gpt.causal_attention_weights": [((q, k), {}), ((new, k, 5), {})],
+        "ch11_gpt.filter_logits": [((logits, 5, None), {}), ((logits, None, 0.9), {})],
+        "ch11_gpt.next_token": [
+            ((logits, 0.8, 5, 0.9, torch.Generator().manual_seed(1)), {}),
+            ((logits, 0.0), {}),
+        ],
+        "ch12_gpu_training.learning_rate_at": [
+            ((step, 1e-3, 1e-4, 10, 100), {}) for step in (0, 5, 9, 10, 50, 99, 100, 150)
+        ],
+    }
+
+
 def _compare(function, reference, calls: list) -> dict:
     """How far the part is from the reference over the recorded calls: the worst call."""
     results = []  # (deviates, difference, call number, why)
@@ -168,7 +204,8 @@ def _compare(function, reference, calls: list) -> dict:
         else:
             gap, why = difference(yours, theirs)
         results.append((bool(why), gap, number, why))
-    deviates, gap, number, why = max(results, default=(False, 0.0, None, ""))
+    worst = max(results, key=lambda r: (r[0], r[1], -r[2]), default=(False, 0.0, None, ""))
+    deviates, gap, number, why = worst  # the first of the worst calls
     return {
         "calls": len(results),
         "deviates": deviates,
@@ -190,6 +227,7 @@ def probe(folder: Path, compare: bool) -> list[dict]:
     manifest = read_manifest(folder)
     exported = {(p["assignment"], p["name"]): p for p in manifest["parts"]}
     modules: dict = {}
+    extra_calls = model_shaped_calls()
     report = []
     for part in PARTS:
         entry = {"part": part.label, "status": "missing", "detail": "", "tests": "", "message": ""}
@@ -215,6 +253,8 @@ def probe(folder: Path, compare: bool) -> list[dict]:
         function = getattr(module, part.name)
         tests = exported[(part.assignment, part.name)].get("tests", "")
         entry["tests"], entry["message"], calls = _visible_tests(part.name, function, tests)
+        entry["test_calls"] = len(calls)
+        calls += extra_calls.get(part.label, [])
         if entry["tests"] == "missing":
             entry["status"] = "missing"
         reference = _reference_of(part)

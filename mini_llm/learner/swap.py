@@ -100,6 +100,10 @@ class Swapped:
         self._undo.clear()
 
 
+_active: Swapped | None = None
+"""the parts swapped in by the last :func:`use`"""
+
+
 def _targets(part: Part, function) -> list[tuple[ModuleType, str, object]]:
     """(module, name, replacement) for every place the part replaces that exists."""
     places = []
@@ -131,6 +135,9 @@ def use(folder: str | Path | None = None, verbose: bool = True) -> Swapped:
     folder = Path(folder)
     manifest = read_manifest(folder)
     modules = load_modules(folder, manifest)
+    global _active
+    if _active is not None:  # use() again (a notebook cell run twice): start from the reference
+        _active.restore()
     status = {(p["assignment"], p["name"]): p for p in manifest["parts"]}
     swapped = Swapped(folder)
     for part in PARTS:
@@ -147,8 +154,9 @@ def use(folder: str | Path | None = None, verbose: bool = True) -> Swapped:
             swapped._undo.append((module, name, getattr(module, name)))
             setattr(module, name, replacement)
         swapped.parts[part.label] = "yours"
+    _active = swapped
     if verbose:
-        print(swapped.summary(), file=sys.stderr)
+        print(swapped.summary())
     return swapped
 
 
