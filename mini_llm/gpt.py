@@ -198,7 +198,7 @@ class MLP(nn.Module):
         return self.dropout(self.proj(self.activation(self.fc(x))))
 
 
-def _bias_of(layer: nn.Linear | nn.LayerNorm) -> torch.Tensor:
+def _bias_of(layer: nn.Linear) -> torch.Tensor:
     """The layer's bias, or zeros where it has none (``bias=False``), for chapter 9's functions,
     which always take one."""
     if layer.bias is not None:

@@ -152,7 +152,7 @@ def _line(entry: dict, width: int, compare: bool) -> str:
         return (line + (entry["detail"] or tests)).rstrip()
     line += f"visible tests {tests or '-'}"
     if compare and "comparison" in entry:
-        line += f"; {_agreement(entry['comparison'], entry['test_calls'])}"
+        line += f" | {_agreement(entry['comparison'], entry['test_calls'])}"
     return line
 
 
