@@ -281,7 +281,7 @@ def run(folder: Path, compare: bool = True, sandbox: bool = False, timeout_s: fl
     folder = Path(folder).resolve()
     read_manifest(folder)  # a clear error here, before any process starts
     jail = grading_jail.check(trusted_cohort=False) if sandbox else grading_jail.Jail(False)
-    limit = limits.Limits(memory_mb=4096, cpu_s=int(timeout_s) + 30)
+    limit = limits.Limits(cpu_s=int(timeout_s) + 30)  # the memory limit of a graded submission
     start = (
         f"import sys; sys.path.insert(0, {jail.package_path()!r}); "
         "from mini_llm.learner.probe import main; main()"
