@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from mini_llm import configs
-from mini_llm.bench import flops_per_token
+from mini_llm.bench import gpt_flops_per_token
 from mini_llm.cli import default_data_dir
 from mini_llm.corpus import load_text
 from mini_llm.data import RandomBatches, load_meta, load_split, prepare
@@ -57,7 +57,7 @@ peaks = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12, "A10": 12
 name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
 peak = float(os.environ.get("PEAK_TFLOPS", 0)) * 1e12 or next(
     (value for key, value in peaks.items() if key in name), 0.0)
-mfu = tokens_per_s * flops_per_token(config) / peak if peak else None
+mfu = tokens_per_s * gpt_flops_per_token(config) / peak if peak else None
 memory = (torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda"
           else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
 print(f"device          {name} ({device}); bf16 autocast {device.type == 'cuda'}, "

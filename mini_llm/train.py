@@ -144,14 +144,33 @@ def learning_rate_at(step: int, config: TrainConfig) -> float:
 
         warmup = config.warmup_iters
         return config.learning_rate * noam_learning_rate(step + 1, 1, warmup) * warmup**0.5
-    if step < config.warmup_iters:
-        return config.learning_rate * (step + 1) / config.warmup_iters
-    decay_end = config.lr_decay_iters or config.max_iters
-    if step >= decay_end:
-        return config.min_lr
-    progress = (step - config.warmup_iters) / max(1, decay_end - config.warmup_iters)
+    return warmup_cosine_learning_rate(
+        step,
+        config.learning_rate,
+        config.min_lr,
+        config.warmup_iters,
+        config.lr_decay_iters or config.max_iters,
+    )
+
+
+def warmup_cosine_learning_rate(
+    step: int, max_lr: float, min_lr: float, warmup_iters: int, decay_iters: int
+) -> float:
+    """The rate at optimizer step ``step`` (counted from 0), from plain numbers.
+
+    Linear warm-up: step 0 already gets ``max_lr / warmup_iters`` (a rate of 0 would waste a
+    step), and step ``warmup_iters - 1`` gets ``max_lr``. Then a half cosine from ``max_lr``
+    down to ``min_lr``, reached at step ``decay_iters`` and kept after it.
+    """
+    if step < 0 or warmup_iters < 0:
+        raise ValueError(f"step and warmup_iters must not be negative, got {step}, {warmup_iters}")
+    if step < warmup_iters:
+        return max_lr * (step + 1) / warmup_iters
+    if step >= decay_iters:
+        return min_lr
+    progress = (step - warmup_iters) / max(1, decay_iters - warmup_iters)
     cosine = 0.5 * (1 + math.cos(math.pi * progress))  # 1 → 0
-    return config.min_lr + cosine * (config.learning_rate - config.min_lr)
+    return min_lr + cosine * (max_lr - min_lr)
 
 
 def _decay_end(settings: dict) -> int:

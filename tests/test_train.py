@@ -27,6 +27,7 @@ from mini_llm.train import (
     learning_rate_at,
     make_optimizer,
     train,
+    warmup_cosine_learning_rate,
 )
 
 TOKENS = np.array([i % 7 for i in range(3000)], dtype=np.uint16)  # a very learnable sequence
@@ -126,6 +127,17 @@ def test_learning_rate_warms_up_then_follows_a_cosine_to_min_lr():
     assert learning_rate_at(60, config) == pytest.approx(0.55)  # half way down the cosine
     assert learning_rate_at(110, config) == pytest.approx(0.1)
     assert learning_rate_at(500, config) == pytest.approx(0.1)
+
+
+def test_the_schedule_from_plain_numbers_is_the_configs_and_refuses_a_negative_step():
+    config = TrainConfig(learning_rate=1.0, min_lr=0.1, warmup_iters=10, max_iters=110)
+    for step in (0, 9, 10, 37, 109, 110, 400):
+        assert warmup_cosine_learning_rate(step, 1.0, 0.1, 10, 110) == learning_rate_at(
+            step, config
+        )
+    assert warmup_cosine_learning_rate(0, 1.0, 0.1, 0, 100) == 1.0  # no warm-up: the peak at once
+    with pytest.raises(ValueError, match="negative"):
+        warmup_cosine_learning_rate(-1, 1.0, 0.1, 10, 110)
 
 
 def test_noam_schedule_is_the_papers_peaking_at_learning_rate():
