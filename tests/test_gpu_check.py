@@ -1,40 +1,96 @@
-"""benchmarks/gpu_check.sh runs end to end on the CPU with a tiny override."""
+"""benchmarks/gpu_check.sh runs end to end on the CPU with a tiny override, and its results file
+reads back through mini_llm.gpu_results, which refuses it as a GPU result."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from mini_llm.gpu_results import ResultsError, read_gpu_results
+
 ROOT = Path(__file__).resolve().parents[1]
+TINY = [
+    "device=cpu",
+    "n_layer=1",
+    "n_head=2",
+    "n_embd=32",
+    "block_size=32",
+    "batch_size=4",
+    "max_iters=20",
+    "eval_interval=10",
+    "eval_iters=2",
+    "compile=false",
+    "dropout=0",
+]
 
 
-@pytest.mark.slow  # the whole script: prepare, train, sample (make check leaves it out)
-def test_gpu_check_script_runs_on_cpu_with_a_tiny_override(tmp_path):
-    done = subprocess.run(
-        [
-            "bash",
-            str(ROOT / "benchmarks" / "gpu_check.sh"),
-            "device=cpu",
-            "n_layer=1",
-            "n_head=2",
-            "n_embd=32",
-            "block_size=32",
-            "batch_size=4",
-            "max_iters=20",
-            "eval_interval=10",
-            "eval_iters=2",
-            "compile=false",
-        ],
+def run_check(results: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), *TINY, *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         check=False,
-        env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "OUT": str(tmp_path / "run")},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHON": sys.executable,
+            "RESULTS": str(results),
+            "ABLATION_STEPS": "2",
+        },
     )
+
+
+@pytest.mark.slow  # the whole script: prepare, train, short comparisons (make check leaves it out)
+def test_gpu_check_script_runs_on_cpu_and_writes_one_results_file(tmp_path):
+    results = tmp_path / "smoke.json"
+    done = run_check(results)
     assert done.returncode == 0, done.stderr[-3000:]
-    for label in ("tokens/s", "MFU", "val loss", "peak memory"):
+    for label in ("tokens/s", "MFU", "val loss", "peak memory", "20 steps of 4x32 tokens"):
         assert label in done.stdout
-    assert "20 steps of 4x32 tokens" in done.stdout
-    assert (tmp_path / "run" / "ckpt.pt").exists()
+    assert list(tmp_path.iterdir()) == [results]  # one file, nothing else
+    with pytest.raises(ResultsError, match="not on a CUDA GPU"):
+        read_gpu_results(results)
+    smoke = read_gpu_results(results, require_gpu=False)
+    assert smoke["hardware"]["device"] == "cpu" and smoke["peak_flops"] is None
+    assert smoke["train"]["steps"] == 20 and smoke["train"]["mfu"] is None
+    assert [step for step, _ in smoke["train"]["val_losses"]] == [0, 10, 20]
+    assert smoke["command"].startswith("benchmarks/gpu_check.sh device=cpu")
+    assert len(smoke["commit"]) >= 40 or smoke["commit"].startswith("unknown")
+    assert [(a["what"], a["setting"]) for a in smoke["ablations"]] == [
+        ("compile", "off"),  # compile=false: no compiled run
+        ("precision", "auto (fp32 on CPU)"),
+        ("precision", "fp32"),
+    ]
+    lengths = [(row["block_size"], row["attention"]) for row in smoke["attention"]]
+    assert lengths == [(1024, "fused"), (1024, "explicit"), (2048, "fused"), (2048, "explicit")]
+    assert all(row["ms_per_step"] > 0 for row in smoke["attention"] + smoke["ablations"])
+
+
+def test_a_cpu_run_is_refused_a_place_in_the_book(tmp_path):
+    target = ROOT / "book" / "results" / "smoke-test-must-not-exist.json"
+    done = run_check(target, "max_iters=1")
+    assert done.returncode != 0
+    assert "not a GPU result" in done.stderr
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not a readable JSON"),
+        (json.dumps({"schema": 0}), "schema 1"),
+        (json.dumps({"schema": 1, "date": "x"}), "lacks command"),
+    ],
+)
+def test_damaged_results_files_are_clear_errors(tmp_path, content, message):
+    path = tmp_path / "gpu_check.json"
+    path.write_text(content)
+    with pytest.raises(ResultsError, match=message):
+        read_gpu_results(path)
+
+
+def test_no_file_means_no_run_recorded(tmp_path):
+    assert read_gpu_results(tmp_path / "gpu_check.json") is None

@@ -1,0 +1,284 @@
+"""The GPU check behind ``benchmarks/gpu_check.sh``: one training run and short comparisons,
+written to one results file (the layout is in ``mini_llm/gpu_results.py``).
+
+1. ``shakespeare-char-gpu`` for its full 5,000 steps (bf16 autocast and ``torch.compile`` on a
+   GPU): validation loss curve, training time, tokens/s, MFU against the GPU's dense bf16 peak,
+   peak memory.
+2. Short runs of the same model (``--ablation-steps`` timed steps each): ``torch.compile`` on
+   and off, bf16 autocast and float32.
+3. Fused against explicit attention at T = 1,024 and 2,048 (batch 8): time per step and peak
+   memory.
+
+Chapter 12 renders its GPU figures from the file; a CPU run (the smoke test) is refused a
+place in ``book/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from mini_llm import configs
+from mini_llm.bench import gpt_flops_per_token, mfu, train_step_times
+from mini_llm.cli import default_data_dir
+from mini_llm.corpus import load_text
+from mini_llm.data import RandomBatches, load_meta, load_split, prepare
+from mini_llm.gpt import GPT, GPTConfig
+from mini_llm.gpu_results import SCHEMA
+from mini_llm.train import autocast_dtype, make_optimizer, train
+
+ROOT = Path(__file__).resolve().parents[1]
+# Dense bf16 tensor-core peaks from NVIDIA's data sheets (SXM parts), FLOP/s.
+PEAKS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12}
+ATTENTION_LENGTHS = (1024, 2048)
+
+
+def peak_flops(name: str) -> tuple[float | None, str]:
+    """The GPU's peak and where it comes from: PEAK_TFLOPS, or the table above."""
+    if os.environ.get("PEAK_TFLOPS"):
+        return float(os.environ["PEAK_TFLOPS"]) * 1e12, "PEAK_TFLOPS set by the caller"
+    for key, value in PEAKS.items():
+        if key in name:
+            return value, f"dense bf16 peak of an {key} (NVIDIA data sheet)"
+    return None, "unknown GPU: set PEAK_TFLOPS"
+
+
+def hardware(device: torch.device) -> dict:
+    cuda = device.type == "cuda"
+    driver = "n/a"
+    if cuda:
+        try:
+            driver = (
+                subprocess.run(
+                    ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                    check=True,
+                )
+                .stdout.strip()
+                .splitlines()[0]
+            )
+        except (OSError, subprocess.SubprocessError, IndexError):
+            driver = "unknown (nvidia-smi failed)"
+    return {
+        "device": device.type,
+        "name": torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu",
+        "driver": driver,
+        "cuda": torch.version.cuda if cuda else None,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def commit() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not a git checkout)"
+    return head + (" (with uncommitted changes)" if dirty else "")
+
+
+def peak_memory_gib(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def timed_steps(shape, run, device, data, batch_size, steps, compile_model, dtype):
+    """Median ms per training step of a fresh model, and the peak memory of those steps."""
+    torch.manual_seed(0)
+    model = GPT(shape).to(device)
+    optimizer = make_optimizer(model, run.train, device)
+    runner = torch.compile(model) if compile_model else model
+    low = autocast_dtype(device, dtype)
+    batches = RandomBatches(data, block_size=shape.block_size, batch_size=batch_size, seed=0)
+
+    class Autocast(torch.nn.Module):  # forward(x, y) under autocast, as train() runs it
+        def __init__(self):
+            super().__init__()
+            self.inner = runner
+
+        def forward(self, x, y):
+            with torch.autocast(device.type, dtype=low, enabled=low is not None):
+                return self.inner(x, y)
+
+    warmup = 5
+    reset_peak(device)
+    batch_list = [tuple(t.to(device) for t in batches()) for _ in range(warmup + steps)]
+    times = train_step_times(Autocast(), batch_list, optimizer, warmup=warmup)
+    times.sort()
+    return times[len(times) // 2], peak_memory_gib(device)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", required=True, help="the JSON file to write")
+    parser.add_argument("--ablation-steps", type=int, default=50)
+    parser.add_argument("overrides", nargs="*", metavar="key=value")
+    args = parser.parse_args()
+    device_choice = "auto"
+    overrides = []
+    for override in args.overrides:
+        if override.startswith("device="):
+            device_choice = override.split("=", 1)[1]
+        else:
+            overrides.append(override)
+    run = configs.resolve("shakespeare-char-gpu", overrides)
+    results_path = Path(args.results).resolve()
+
+    data = ROOT / default_data_dir(run.data["corpus"])
+    if not (data / "meta.json").exists():
+        prepare(load_text(run.data["corpus"]), data, run.data["val_fraction"])
+    shape = GPTConfig(vocab_size=load_meta(data)["vocab_size"], **run.model)
+    train_data, val_data = load_split(data, "train"), load_split(data, "val")
+    batch_size = run.data["batch_size"]
+
+    torch.manual_seed(0)
+    model = GPT(shape)
+    sizes = {"block_size": shape.block_size, "batch_size": batch_size}
+    config = replace(run.train, out_dir=None, progress=False, device=device_choice)
+    device_probe = (
+        torch.device("cuda")
+        if (device_choice in ("auto", "cuda") and torch.cuda.is_available())
+        else torch.device("cpu")
+    )
+    in_book = ROOT / "book" / "results"
+    if device_probe.type != "cuda" and in_book in results_path.parents:
+        sys.exit(
+            f"gpu_check: this is a run on {device_probe.type}, a smoke test of the script, "
+            f"not a GPU result: it may not be written to {in_book}; set RESULTS=... "
+            "to a path outside book/results"
+        )
+    reset_peak(device_probe)
+    start = time.perf_counter()
+    result = train(
+        model,
+        RandomBatches(train_data, seed=0, **sizes),
+        config,
+        val_batches=RandomBatches(val_data, seed=1, **sizes),
+    )
+    train_seconds = time.perf_counter() - start
+    device = next(model.parameters()).device
+    memory = peak_memory_gib(device)
+    tokens_per_s = run.train.max_iters * batch_size * shape.block_size / train_seconds
+    peak, peak_source = (
+        peak_flops(hardware(device)["name"]) if device.type == "cuda" else (None, "not a GPU")
+    )
+    per_token = gpt_flops_per_token(shape)
+
+    ablations = []
+    comparisons = [
+        ("compile", "on", True, "auto"),  # left out where the overrides turn compile off
+        ("compile", "off", False, "auto"),
+        ("precision", "bf16" if device.type == "cuda" else "auto (fp32 on CPU)", False, "auto"),
+        ("precision", "fp32", False, "fp32"),
+    ]
+    for what, setting, compile_model, dtype in comparisons[0 if run.train.compile else 1 :]:
+        ms, _ = timed_steps(
+            shape, run, device, train_data, batch_size, args.ablation_steps, compile_model, dtype
+        )
+        ablations.append(
+            {
+                "what": what,
+                "setting": setting,
+                "ms_per_step": ms,
+                "tokens_per_s": batch_size * shape.block_size / ms * 1000,
+            }
+        )
+        print(f"{what} {setting}: {ms:.1f} ms/step", flush=True)
+
+    attention = []
+    for length in ATTENTION_LENGTHS:
+        for kind in ("fused", "explicit"):
+            long_shape = replace(shape, block_size=length, attention=kind)
+            ms, gib = timed_steps(
+                long_shape, run, device, train_data, 8, args.ablation_steps, False, "auto"
+            )
+            attention.append(
+                {
+                    "block_size": length,
+                    "attention": kind,
+                    "batch_size": 8,
+                    "ms_per_step": ms,
+                    "peak_memory_gib": gib,
+                }
+            )
+            print(f"attention {kind} T={length}: {ms:.1f} ms/step, {gib:.2f} GiB", flush=True)
+
+    results = {
+        "schema": SCHEMA,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": os.environ.get("GPU_CHECK_COMMAND", shlex.join(sys.argv)),
+        "commit": commit(),
+        "hardware": hardware(device),
+        "peak_flops": peak,
+        "peak_source": peak_source,
+        "train": {
+            "config": "shakespeare-char-gpu",
+            "overrides": overrides,
+            "steps": result.step,
+            "batch_size": batch_size,
+            "block_size": shape.block_size,
+            "parameters": model.num_parameters(),
+            "compile": run.train.compile,
+            "train_seconds": train_seconds,
+            "tokens_per_s": tokens_per_s,
+            "flops_per_token": per_token,
+            "mfu": mfu(tokens_per_s, per_token, peak) if peak else None,
+            "peak_memory_gib": memory,
+            "val_losses": [list(pair) for pair in result.val_losses],
+        },
+        "ablations": ablations,
+        "attention": attention,
+    }
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    results_path.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    share = "n/a" if results["train"]["mfu"] is None else f"{results['train']['mfu']:.1%}"
+    print(f"device          {results['hardware']['name']} ({device})")
+    print(
+        f"model           {model.num_parameters():,} parameters, {result.step} steps of "
+        f"{batch_size}x{shape.block_size} tokens in {train_seconds:.0f} s"
+    )
+    print(f"tokens/s        {tokens_per_s:,.0f} (whole run, compilation and evaluation included)")
+    print(f"MFU             {share} ({peak_source})")
+    print(f"val loss        {result.val_losses[-1][1]:.4f} at step {result.step}")
+    print(f"peak memory     {memory:.2f} GiB")
+    print(f"results         {results_path}")
+
+
+if __name__ == "__main__":
+    main()

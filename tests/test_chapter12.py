@@ -1,0 +1,156 @@
+"""Chapter 12's rendered page: every number its prose states is a glued value shown on the page,
+every comparison the prose makes holds for those values, and the GPU section shows a GPU run
+only from the committed results file."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+import numpy as np
+import pytest
+from _book_helpers import BOOK_DIR, html_tables, read_page
+
+from mini_llm import configs
+from mini_llm.bench import gpt_flops_per_token
+from mini_llm.gpt import GPTConfig
+from mini_llm.gpu_results import read_gpu_results
+from mini_llm.scaling import fit_power_law
+
+PAGE = "ch12_gpu_training"
+
+
+@pytest.fixture(scope="module")
+def page(built_book):
+    return read_page(built_book, PAGE)
+
+
+@pytest.fixture(scope="module")
+def glued(built_book):
+    """name -> value of every glue() call, as the executed page recorded it."""
+    executed = built_book.parent / "jupyter_execute" / f"{PAGE}.glue.json"
+    records = json.loads(executed.read_text(encoding="utf-8"))
+    return {
+        name: ast.literal_eval(record["data"]["text/plain"]) for name, record in records.items()
+    }
+
+
+def shown(page, glued, name, spec=""):
+    """The glued value, after checking that the prose shows it formatted with ``spec``."""
+    _, text = page
+    value = glued[name]
+    assert format(value, spec) in text, f"{name} = {format(value, spec)} not on the page"
+    return value
+
+
+def test_flops_table_and_the_share_of_attention(page, glued):
+    raw, _ = page
+    table = next(rows for rows in html_tables(raw) if rows and rows[0][0] == "config")
+    shares = {row[0]: row[-1] for row in table[1:]}
+    gpu = GPTConfig(vocab_size=82, **configs.resolve("shakespeare-char-gpu").model)
+    attention = 12 * gpu.n_layer * gpu.block_size * gpu.n_embd
+    share = shown(page, glued, "ch12_attention_share_gpu", ".1%")
+    assert share == pytest.approx(attention / gpt_flops_per_token(gpu))
+    assert shares["shakespeare-char-gpu"] == f"{share:.1%}"
+    assert float(shares["shakespeare-char-cpu"].rstrip("%")) / 100 < share  # grows with T
+
+
+def test_profile_and_mfu(page, glued):
+    matmul = shown(page, glued, "ch12_matmul_share", ".0%")
+    top = shown(page, glued, "ch12_top_kind")
+    kinds = re.findall(r"^(\S[^\n]*?)\s+[\d.]+ ms\s+([\d.]+)%$", page[1], flags=re.MULTILINE)
+    assert kinds, "the profile's printed table is missing"
+    shares = {kind.strip(): float(pct) / 100 for kind, pct in kinds}
+    assert max(shares, key=shares.get) == top  # "the largest kind is ..."
+    assert shares["matrix multiply"] == pytest.approx(matmul, abs=1e-3)
+    assert sum(shares.values()) == pytest.approx(1, abs=0.01)
+    cpu_mfu = shown(page, glued, "ch12_cpu_mfu", ".0%")
+    assert 0 < cpu_mfu < 1  # "the rest goes to the small things"
+    assert shown(page, glued, "ch12_cpu_peak_gflops", ".1f") > 0
+
+
+def test_accumulation_resume_and_ddp_give_the_same_update(page, glued):
+    assert shown(page, glued, "ch12_accum_gap", ".1e") < 1e-5  # float32 rounding
+    assert shown(page, glued, "ch12_resume_gap", ".1e") == 0  # "continued exactly"
+    assert shown(page, glued, "ch12_ddp_gap", ".1e") < 1e-5
+    assert glued["ch12_ddp_ranks_equal"] is True
+    _, text = page
+    assert "the two processes' weights are bit for bit equal: True" in text
+    # the refusal to resume with another number of processes is shown, with its reason
+    assert re.search(r"written by 2 process\(es\) and this run has 1", text)
+
+
+def test_precision_and_compilation_were_measured_here(page, glued):
+    assert shown(page, glued, "ch12_bf16_ratio", ".2f") > 0
+    assert shown(page, glued, "ch12_bf16_loss_gap", ".1e") < 1e-2  # rounding, not a bug
+    assert shown(page, glued, "ch12_compile_s", ".0f") > 0
+    assert shown(page, glued, "ch12_compile_ratio", ".2f") > 0
+
+
+def test_explicit_attention_memory_grows_quadratically_and_fused_linearly(page, glued):
+    explicit = shown(page, glued, "ch12_attn_growth_explicit", ".1f")
+    fused = shown(page, glued, "ch12_attn_growth_fused", ".1f")
+    assert 2.5 < explicit <= 4.2  # "on its way to the 4-fold of a T² term"
+    assert fused == pytest.approx(2, abs=0.2)  # "linearly"
+    assert shown(page, glued, "ch12_attn_memory_ratio", ".1f") > 2
+    assert shown(page, glued, "ch12_attn_time_ratio", ".1f") > 0
+
+
+def test_checkpointing_saves_memory_for_the_same_gradients(page, glued):
+    assert shown(page, glued, "ch12_ckpt_saved", ".0%") > 0.5
+    assert glued["ch12_ckpt_same"] is True
+    assert shown(page, glued, "ch12_ckpt_time_ratio", ".2f") > 0
+
+
+def test_scaling_sweep_fit_and_its_claims(page, glued):
+    _, text = page
+    rows = re.findall(
+        r"n_embd\s+(\d+):\s+([\d,]+) non-embedding parameters,\s+val loss ([\d.]+)", text
+    )
+    assert [int(width) for width, _, _ in rows] == [16, 32, 48, 64, 96]
+    sizes = np.array([int(size.replace(",", "")) for _, size, _ in rows])
+    losses = np.array([float(loss) for _, _, loss in rows])
+    for (width, _, _), size in zip(rows, sizes, strict=True):  # the count is the model's
+        d = int(width)
+        assert (
+            size
+            == GPTConfig(
+                vocab_size=82, block_size=32, n_layer=2, n_head=2, n_embd=d
+            ).parameter_count()
+            - (82 + 32) * d
+        )
+    assert np.all(np.diff(losses) < 0)  # the loss falls as the model grows
+    alpha = shown(page, glued, "ch12_alpha", ".2f")
+    shown(page, glued, "ch12_alpha_se", ".2f")
+    shown(page, glued, "ch12_floor", ".2f")
+    shown(page, glued, "ch12_floor_se", ".2f")
+    # the printed losses (3 decimals) fitted again give the page's exponent
+    assert fit_power_law(sizes, losses).alpha == pytest.approx(alpha, abs=0.02)
+    spread = shown(page, glued, "ch12_seed_spread", ".3f")
+    gap = shown(page, glued, "ch12_smallest_gap", ".3f")
+    assert spread < gap  # "the order of the sizes is not chance"
+    assert gap == pytest.approx(min(np.abs(np.diff(losses))), abs=2e-3)
+    tokens = shown(page, glued, "ch12_sweep_tokens", ",")
+    assert tokens == 200 * 16 * 32
+    ratio = shown(page, glued, "ch12_max_tokens_per_param", ".1f")
+    assert ratio == pytest.approx(tokens / sizes.min())
+    chinchilla = shown(page, glued, "ch12_chinchilla_ratio", ".0f")
+    assert ratio < chinchilla  # "far from the compute-optimal ratio"
+    first = shown(page, glued, "ch12_budget_first", ".2f")
+    last = shown(page, glued, "ch12_budget_last", ".2f")
+    assert last < first  # "more data would lower it"
+    assert shown(page, glued, "ch12_budget_growth") == 8
+
+
+def test_gpu_section_shows_only_the_committed_results_file(page, glued):
+    _, text = page
+    results = read_gpu_results(BOOK_DIR / "results" / "gpu_check.json")
+    assert glued["ch12_gpu_recorded"] is (results is not None)
+    if results is None:
+        assert "No GPU run is recorded." in text
+        return
+    hardware, run = results["hardware"], results["train"]
+    assert hardware["name"] in text and results["commit"] in text
+    assert f"{run['tokens_per_s']:,.0f}" in text
+    assert f"{run['mfu']:.1%} of {results['peak_flops'] / 1e12:.0f} TFLOP/s" in text
