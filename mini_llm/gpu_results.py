@@ -72,3 +72,31 @@ def read_gpu_results(path: str | Path, require_gpu: bool = True) -> dict | None:
             "is not a GPU result (run benchmarks/gpu_check.sh on a GPU machine)"
         )
     return results
+
+
+def plot_gpu_results(results: dict):
+    """The GPU run as a figure of three stacked panels, labelled with the hardware and date:
+    the validation loss curve, tokens/s of the short comparisons, and attention's time per step
+    at each context length. Returns a ``matplotlib.figure.Figure`` (no display needed)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 8.5), layout="constrained")
+    loss_axes, comparison_axes, attention_axes = figure.subplots(3, 1)
+    hardware, run = results["hardware"], results["train"]
+    figure.suptitle(f"{hardware['name']}, PyTorch {hardware['torch']}, {results['date']}")
+    loss_axes.plot(*zip(*run["val_losses"]), "o-")
+    loss_axes.set(xlabel="step", ylabel="validation loss", title=run["config"])
+    labels = [f"{row['what']} {row['setting']}" for row in results["ablations"]]
+    comparison_axes.barh(labels, [row["tokens_per_s"] for row in results["ablations"]])
+    comparison_axes.set(xlabel="tokens/s (short runs)")
+    for kind in ("fused", "explicit"):
+        rows = [row for row in results.get("attention", []) if row["attention"] == kind]
+        attention_axes.plot(
+            [row["block_size"] for row in rows],
+            [row["ms_per_step"] for row in rows],
+            "o-",
+            label=kind,
+        )
+    attention_axes.set(xlabel="context length T", ylabel="ms per training step")
+    attention_axes.legend()
+    return figure

@@ -135,8 +135,10 @@ def test_scaling_sweep_fit_and_its_claims(page, glued):
     assert tokens == 200 * 16 * 32
     ratio = shown(page, glued, "ch12_max_tokens_per_param", ".1f")
     assert ratio == pytest.approx(tokens / sizes.min())
+    fewest = shown(page, glued, "ch12_min_tokens_per_param", ".1f")
+    assert fewest == pytest.approx(tokens / sizes.max())
     chinchilla = shown(page, glued, "ch12_chinchilla_ratio", ".0f")
-    assert ratio < chinchilla  # "far from the compute-optimal ratio"
+    assert fewest < ratio < chinchilla  # "all fewer than the compute-optimal ratio"
     first = shown(page, glued, "ch12_budget_first", ".2f")
     last = shown(page, glued, "ch12_budget_last", ".2f")
     assert last < first  # "more data would lower it"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mini_llm.gpu_results import ResultsError, read_gpu_results
+from mini_llm.gpu_results import ResultsError, plot_gpu_results, read_gpu_results
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -67,6 +67,12 @@ def test_gpu_check_script_runs_on_cpu_and_writes_one_results_file(tmp_path):
     lengths = [(row["block_size"], row["attention"]) for row in smoke["attention"]]
     assert lengths == [(1024, "fused"), (1024, "explicit"), (2048, "fused"), (2048, "explicit")]
     assert all(row["ms_per_step"] > 0 for row in smoke["attention"] + smoke["ablations"])
+    figure = plot_gpu_results(smoke)  # what chapter 12 draws from a GPU file
+    loss, comparisons, attention = figure.axes
+    assert [list(p) for p in zip(*loss.lines[0].get_data())] == smoke["train"]["val_losses"]
+    assert len(comparisons.patches) == len(smoke["ablations"])
+    assert [line.get_label() for line in attention.lines] == ["fused", "explicit"]
+    assert smoke["hardware"]["name"] in figure.get_suptitle()
 
 
 def test_a_cpu_run_is_refused_a_place_in_the_book(tmp_path):
