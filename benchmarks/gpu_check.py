@@ -159,18 +159,6 @@ def main() -> None:
             overrides.append(override)
     run = configs.resolve("shakespeare-char-gpu", overrides)
     results_path = Path(args.results).resolve()
-
-    data = ROOT / default_data_dir(run.data["corpus"])
-    if not (data / "meta.json").exists():
-        prepare(load_text(run.data["corpus"]), data, run.data["val_fraction"])
-    shape = GPTConfig(vocab_size=load_meta(data)["vocab_size"], **run.model)
-    train_data, val_data = load_split(data, "train"), load_split(data, "val")
-    batch_size = run.data["batch_size"]
-
-    torch.manual_seed(0)
-    model = GPT(shape)
-    sizes = {"block_size": shape.block_size, "batch_size": batch_size}
-    config = replace(run.train, out_dir=None, progress=False, device=device_choice)
     device_probe = (
         torch.device("cuda")
         if (device_choice in ("auto", "cuda") and torch.cuda.is_available())
@@ -183,6 +171,18 @@ def main() -> None:
             f"not a GPU result: it may not be written to {in_book}; set RESULTS=... "
             "to a path outside book/results"
         )
+
+    data = ROOT / default_data_dir(run.data["corpus"])
+    if not (data / "meta.json").exists():
+        prepare(load_text(run.data["corpus"]), data, run.data["val_fraction"])
+    shape = GPTConfig(vocab_size=load_meta(data)["vocab_size"], **run.model)
+    train_data, val_data = load_split(data, "train"), load_split(data, "val")
+    batch_size = run.data["batch_size"]
+
+    torch.manual_seed(0)
+    model = GPT(shape)
+    sizes = {"block_size": shape.block_size, "batch_size": batch_size}
+    config = replace(run.train, out_dir=None, progress=False, device=device_choice)
     reset_peak(device_probe)
     start = time.perf_counter()
     result = train(
