@@ -68,24 +68,33 @@ class GPTConfig:
             raise ValueError(f"attention must be 'fused' or 'explicit', got {self.attention!r}")
 
     def parameter_count(self) -> int:
-        """Exact number of trainable parameters, from the shape alone.
+        """Exact number of trainable parameters, from the shape alone (:func:`parameter_count`)."""
+        return parameter_count(
+            self.vocab_size, self.block_size, self.n_layer, self.n_embd, self.bias
+        )
 
-        With V = vocab_size, T = block_size, d = n_embd, L = n_layer and biases on:
 
-            V·d  +  T·d  +  L·(12·d² + 13·d)  +  2·d
+def parameter_count(
+    vocab_size: int, block_size: int, n_layer: int, n_embd: int, bias: bool = True
+) -> int:
+    """Trainable parameters of a GPT of this shape; the number of heads does not matter.
 
-        * token embedding V·d (shared with the output head, so counted once) and positions T·d;
-        * per block: Q, K, V and output projections 4·d² + 4·d, MLP d→4d→d 8·d² + 5·d,
-          two LayerNorms 4·d  →  12·d² + 13·d;
-        * the final LayerNorm 2·d.
+    With V = vocab_size, T = block_size, d = n_embd, L = n_layer and biases on:
 
-        Without biases (``bias=False``) each block loses its 9·d Linear biases and 2·d LayerNorm
-        biases, and the final LayerNorm its d bias: V·d + T·d + L·(12·d² + 2·d) + d.
-        """
-        V, T, d, L = self.vocab_size, self.block_size, self.n_embd, self.n_layer
-        if self.bias:
-            return V * d + T * d + L * (12 * d * d + 13 * d) + 2 * d
-        return V * d + T * d + L * (12 * d * d + 2 * d) + d
+        V·d  +  T·d  +  L·(12·d² + 13·d)  +  2·d
+
+    * token embedding V·d (shared with the output head, so counted once) and positions T·d;
+    * per block: Q, K, V and output projections 4·d² + 4·d, MLP d→4d→d 8·d² + 5·d,
+      two LayerNorms 4·d  →  12·d² + 13·d;
+    * the final LayerNorm 2·d.
+
+    Without biases each block loses its 9·d Linear biases and 2·d LayerNorm biases, and the
+    final LayerNorm its d bias: V·d + T·d + L·(12·d² + 2·d) + d.
+    """
+    V, T, L, d = vocab_size, block_size, n_layer, n_embd
+    if bias:
+        return V * d + T * d + L * (12 * d * d + 13 * d) + 2 * d
+    return V * d + T * d + L * (12 * d * d + 2 * d) + d
 
 
 class KVCache:
@@ -120,6 +129,22 @@ def cached_causal_mask(queries: int, keys: int, device=None) -> torch.Tensor:
     every cached key and the new tokens up to itself: the last rows of the causal mask over all
     ``keys`` positions."""
     return attention.causal_mask(keys)[keys - queries :].to(device)
+
+
+def causal_attention_weights(q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    """softmax(Q Kᵀ / √d_k) over the keys each query may see: weights (B, H, Tq, Tk).
+
+    q is (B, H, Tq, d_k), k (B, H, Tk, d_k). Query i stands at position ``offset + i`` (offset:
+    the tokens already in a KV cache, so Tk = offset + Tq) and sees keys 0 … offset + i.
+    """
+    if k.size(-2) != offset + q.size(-2):
+        raise ValueError(
+            f"{k.size(-2)} keys, but offset {offset} + {q.size(-2)} queries need "
+            f"{offset + q.size(-2)}: the keys are the cached tokens followed by the new ones"
+        )
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    seen = cached_causal_mask(q.size(-2), k.size(-2), q.device)
+    return torch.softmax(scores.masked_fill(~seen, float("-inf")), dim=-1)
 
 
 def explicit_attention(q, k, v, dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -303,8 +328,8 @@ class GPT(nn.Module):
         x = self.token_embedding(idx) + self.position_embedding(torch.arange(T, device=idx.device))
         maps = []
         for block in self.blocks:
-            q, k, v = block.attn.heads(block.ln_1(x))
-            maps.append(explicit_attention(q, k, v)[1])
+            q, k, _ = block.attn.heads(block.ln_1(x))
+            maps.append(causal_attention_weights(q, k))
             x = block(x)
         return maps
 

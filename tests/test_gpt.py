@@ -6,7 +6,13 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from mini_llm.gpt import GPT, GPTConfig, explicit_attention
+from mini_llm.gpt import (
+    GPT,
+    GPTConfig,
+    causal_attention_weights,
+    explicit_attention,
+    parameter_count,
+)
 from mini_llm.hf_gpt2 import from_hf_gpt2
 
 TINY = GPTConfig(vocab_size=11, block_size=16, n_layer=2, n_head=2, n_embd=24)
@@ -174,3 +180,25 @@ def test_hugging_face_features_the_course_model_lacks_are_refused():
     )
     with pytest.raises(ValueError, match="activation_function"):
         from_hf_gpt2(hf)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_module_level_parameter_count_is_the_configs(bias):
+    config = GPTConfig(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, bias=bias)
+    assert parameter_count(65, 64, 4, 128, bias) == config.parameter_count()
+    assert parameter_count(65, 64, 4, 128, bias) == GPT(config).num_parameters()
+
+
+@pytest.mark.parametrize("offset", [0, 1, 5])
+def test_causal_attention_weights_with_a_cache_offset_are_the_last_rows(offset):
+    """New queries after ``offset`` cached tokens get the last rows of the full causal map."""
+    torch.manual_seed(2)
+    q, k = torch.randn(2, 3, 8, 4), torch.randn(2, 3, 8, 4)
+    full = causal_attention_weights(q, k)
+    torch.testing.assert_close(full.sum(-1), torch.ones(2, 3, 8))
+    assert torch.all(full.triu(diagonal=1) == 0) and torch.all(full.diagonal(dim1=-2, dim2=-1) > 0)
+    torch.testing.assert_close(
+        causal_attention_weights(q[:, :, offset:], k, offset), full[..., offset:, :]
+    )
+    with pytest.raises(ValueError, match="keys"):
+        causal_attention_weights(q[:, :, offset:], k, offset + 1)
