@@ -97,13 +97,22 @@ def generate(
         model.train(was_training)
 
 
-def _generate(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache):
+def _generate(
+    model,
+    idx,
+    max_new_tokens,
+    temperature,
+    top_k,
+    top_p,
+    generator,
+    use_cache,
+):
     window = model.config.block_size
     caches = model.new_caches(idx.size(0)) if use_cache else None
     for _ in range(max_new_tokens):
         if not use_cache:
             logits, _ = model(idx[:, -window:])
-        elif caches[0].length in (0, window):  # start, or the window has moved on: refill
+        elif caches[0].length in (0, window):  # start, or the window moved on: refill
             for cache in caches:
                 cache.reset()
             logits, _ = model(idx[:, -window:], caches=caches)

@@ -131,7 +131,11 @@ def cached_causal_mask(queries: int, keys: int, device=None) -> torch.Tensor:
     return attention.causal_mask(keys)[keys - queries :].to(device)
 
 
-def causal_attention_weights(q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> torch.Tensor:
+def causal_attention_weights(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    offset: int = 0,
+) -> torch.Tensor:
     """softmax(Q Kᵀ / √d_k) over the keys each query may see: weights (B, H, Tq, Tk).
 
     q is (B, H, Tq, d_k), k (B, H, Tk, d_k). Query i stands at position ``offset + i`` (offset:
@@ -140,7 +144,7 @@ def causal_attention_weights(q: torch.Tensor, k: torch.Tensor, offset: int = 0) 
     if k.size(-2) != offset + q.size(-2):
         raise ValueError(
             f"{k.size(-2)} keys, but offset {offset} + {q.size(-2)} queries need "
-            f"{offset + q.size(-2)}: the keys are the cached tokens followed by the new ones"
+            f"{offset + q.size(-2)}: the cached tokens' keys, then the new ones"
         )
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     seen = cached_causal_mask(q.size(-2), k.size(-2), q.device)
@@ -272,7 +276,8 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
         self.head = Linear(config.n_embd, config.vocab_size, bias=False)
-        # Weight tying: the vector that represents a token going in also scores it coming out.
+        # Weight tying: the vector that represents a token going in also scores it
+        # coming out.
         self.head.weight = self.token_embedding.weight
         self.apply(self._init_weights)
         # Each block adds two projections into the residual stream; scaling them down by

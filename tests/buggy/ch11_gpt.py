@@ -1,0 +1,362 @@
+"""Known-buggy answers to the ch11_gpt exercise: mistakes learners really make.
+
+Same layout as ``ch09_transformer.py``: each function carries the name of the exercise part it
+answers and is registered in ``BUGS[name]`` with a one-line description; the hidden tests of the
+notebook must fail every one of them while the reference passes. Among them are the mistakes
+issue 13 lists: the causal mask off by one (the diagonal excluded, one future key seen), the
+KV-cache offset off by one or ignored, top-p keeping one token too few or one too many, and the
+temperature applied after the softmax. ``ALTERNATIVES`` (at the end) holds correct answers
+written differently, which the hidden tests must accept.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from mini_llm.generate import filter_logits as reference_filter
+
+from ._registry import new_registry
+
+REFERENCE = ("mini_llm.gpt", "mini_llm.generate")
+"""the mini_llm modules that hold the reference of each graded part"""
+
+BUGS, ALTERNATIVES, bug, correct = new_registry()
+
+
+# ---------------------------------------------------------------------- causal_attention_weights
+
+
+def _masked_softmax(q, k, diagonal, scale=True):
+    """Softmax of the scores with keys j allowed where j <= i + diagonal (query row i)."""
+    scores = q @ k.transpose(-2, -1)
+    if scale:
+        scores = scores / math.sqrt(q.size(-1))
+    allowed = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool).tril(diagonal=diagonal)
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+
+
+@bug("causal_attention_weights", "diagonal_excluded", "tril(-1): a query may not see itself")
+def _(q, k, offset=0):
+    return _masked_softmax(q, k, offset - 1)
+
+
+@bug("causal_attention_weights", "one_future_key", "tril(+1): each query sees one key ahead")
+def _(q, k, offset=0):
+    return _masked_softmax(q, k, offset + 1)
+
+
+@bug(
+    "causal_attention_weights",
+    "offset_ignored",
+    "the mask starts at the top left: new queries are treated as positions 0, 1, ...",
+)
+def _(q, k, offset=0):
+    return _masked_softmax(q, k, 0)
+
+
+@bug(
+    "causal_attention_weights",
+    "offset_minus_one",
+    "cache offset off by one: the first new query is put at position offset - 1",
+)
+def _(q, k, offset=0):
+    return _masked_softmax(q, k, max(offset - 1, 0))
+
+
+@bug("causal_attention_weights", "no_scaling", "scores not divided by sqrt(d)")
+def _(q, k, offset=0):
+    return _masked_softmax(q, k, offset, scale=False)
+
+
+@bug(
+    "causal_attention_weights",
+    "mask_after_softmax",
+    "softmax over all keys, then the future weights zeroed: rows no longer sum to 1",
+)
+def _(q, k, offset=0):
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
+    allowed = torch.ones(q.size(-2), k.size(-2)).tril(diagonal=offset)
+    return weights * allowed
+
+
+# --------------------------------------------------------------------------------- filter_logits
+
+
+def _top_k(logits, top_k):
+    if top_k is not None and top_k < logits.size(-1):
+        kth_best = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth_best, float("-inf"))
+    return logits
+
+
+def _keep_first(logits, order, n_keep):
+    """Keep the first ``n_keep`` (B, 1) tokens of each row's ``order``; -inf for the rest."""
+    ranks = torch.arange(logits.size(-1)).expand_as(logits)
+    keep_sorted = ranks < n_keep
+    keep = keep_sorted.scatter(-1, order, keep_sorted)
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def _nucleus_size(logits, top_p, extra):
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+    cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
+    n_keep = (cumulative < top_p).sum(-1, keepdim=True) + extra
+    return order, n_keep.clamp(max=logits.size(-1))
+
+
+@bug(
+    "filter_logits",
+    "top_p_one_too_few",
+    "top-p keeps the tokens whose cumulative mass is below p: the token that reaches p is lost",
+)
+def _(logits, top_k=None, top_p=None):
+    logits = _top_k(logits, top_k)
+    if top_p is not None and top_p < 1.0:
+        order, n_keep = _nucleus_size(logits, top_p, 0)
+        logits = _keep_first(logits, order, n_keep.clamp(min=1))
+    return logits
+
+
+@bug("filter_logits", "top_p_one_too_many", "top-p keeps one token after the one that reaches p")
+def _(logits, top_k=None, top_p=None):
+    logits = _top_k(logits, top_k)
+    if top_p is not None and top_p < 1.0:
+        order, n_keep = _nucleus_size(logits, top_p, 2)
+        logits = _keep_first(logits, order, n_keep)
+    return logits
+
+
+@bug(
+    "filter_logits",
+    "top_p_unsorted",
+    "top-p adds up the probabilities in vocabulary order, not from the most likely down",
+)
+def _(logits, top_k=None, top_p=None):
+    logits = _top_k(logits, top_k)
+    if top_p is not None and top_p < 1.0:
+        probs = torch.softmax(logits, dim=-1)
+        mass_before = probs.cumsum(-1) - probs
+        logits = logits.masked_fill(mass_before >= top_p, float("-inf"))
+    return logits
+
+
+@bug("filter_logits", "top_k_keeps_k_plus_one", "top-k keeps k + 1 tokens (topk(k + 1))")
+def _(logits, top_k=None, top_p=None):
+    if top_k is not None and top_k < logits.size(-1):
+        logits = reference_filter(logits, top_k=min(top_k + 1, logits.size(-1)))
+    return reference_filter(logits, top_p=top_p)
+
+
+@bug(
+    "filter_logits",
+    "top_p_before_top_k",
+    "top-p measured on the unfiltered probabilities, then top-k: the order reversed",
+)
+def _(logits, top_k=None, top_p=None):
+    return reference_filter(reference_filter(logits, top_p=top_p), top_k=top_k)
+
+
+@bug("filter_logits", "in_place", "masked_fill_ changes the caller's logits")
+def _(logits, top_k=None, top_p=None):
+    filtered = reference_filter(logits, top_k, top_p)
+    logits.copy_(filtered)
+    return logits
+
+
+# ------------------------------------------------------------------------------------ next_token
+
+
+@bug(
+    "next_token",
+    "temperature_after_softmax",
+    "the probabilities divided by the temperature: sampling renormalises, so it does nothing",
+)
+def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    probs = F.softmax(reference_filter(logits.float(), top_k, top_p), dim=-1) / temperature
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+@bug("next_token", "temperature_multiplies", "logits multiplied by the temperature")
+def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    probs = F.softmax(reference_filter(logits.float() * temperature, top_k, top_p), dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+@bug(
+    "next_token",
+    "filter_before_temperature",
+    "top-k/top-p applied to the logits before the temperature divides them",
+)
+def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    probs = F.softmax(reference_filter(logits.float(), top_k, top_p) / temperature, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+@bug("next_token", "ignores_generator", "samples with the global random state, not the generator")
+def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    probs = F.softmax(reference_filter(logits.float() / temperature, top_k, top_p), dim=-1)
+    return torch.multinomial(probs, 1)
+
+
+@bug("next_token", "ignores_filters", "top_k and top_p are never applied")
+def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    probs = F.softmax(logits.float() / temperature, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+# ------------------------------------------------------------------------------- parameter_count
+
+
+def _count(V, T, L, d, *, bias=True, head=0, positions=True, final=True, norm_bias=None):
+    norm_bias = bias if norm_bias is None else norm_bias
+    norm = 2 * d if norm_bias else d
+    linear_biases = 9 * d if bias else 0
+    block = 12 * d * d + linear_biases + 2 * norm
+    return V * d + head * V * d + (T * d if positions else 0) + L * block + (norm if final else 0)
+
+
+@bug("parameter_count", "untied_head", "the output layer counted as a second V x d matrix")
+def _(vocab_size, block_size, n_layer, n_embd, bias=True):
+    return _count(vocab_size, block_size, n_layer, n_embd, bias=bias, head=1)
+
+
+@bug("parameter_count", "no_positions", "the position embedding left out")
+def _(vocab_size, block_size, n_layer, n_embd, bias=True):
+    return _count(vocab_size, block_size, n_layer, n_embd, bias=bias, positions=False)
+
+
+@bug("parameter_count", "no_final_norm", "the final LayerNorm left out")
+def _(vocab_size, block_size, n_layer, n_embd, bias=True):
+    return _count(vocab_size, block_size, n_layer, n_embd, bias=bias, final=False)
+
+
+@bug(
+    "parameter_count",
+    "norm_biases_kept",
+    "bias=False removes the Linear biases but keeps the LayerNorm biases",
+)
+def _(vocab_size, block_size, n_layer, n_embd, bias=True):
+    return _count(vocab_size, block_size, n_layer, n_embd, bias=bias, norm_bias=True)
+
+
+@bug("parameter_count", "float_result", "the count computed in floating point (a float back)")
+def _(vocab_size, block_size, n_layer, n_embd, bias=True):
+    return float(_count(vocab_size, block_size, n_layer, n_embd, bias=bias))
+
+
+# ---------------------------------------------------------------------------------- alternatives
+
+
+@correct("causal_attention_weights", "python_loops")
+def _(q, k, offset=0):
+    B, H, Tq, d = q.shape
+    out = torch.zeros(B, H, Tq, k.size(-2), dtype=q.dtype)
+    for b in range(B):
+        for h in range(H):
+            for i in range(Tq):
+                seen = offset + i + 1
+                scores = [float(q[b, h, i] @ k[b, h, j]) / math.sqrt(d) for j in range(seen)]
+                top = max(scores)
+                exps = [math.exp(s - top) for s in scores]
+                for j, e in enumerate(exps):
+                    out[b, h, i, j] = e / sum(exps)
+    return out
+
+
+@correct("causal_attention_weights", "sdpa_on_identity_values")
+def _(q, k, offset=0):
+    """PyTorch's attention with the identity as values returns the weights themselves."""
+    Tq, Tk = q.size(-2), k.size(-2)
+    allowed = torch.ones(Tq, Tk, dtype=torch.bool).tril(diagonal=offset)
+    identity = torch.eye(Tk, dtype=q.dtype).expand(*k.shape[:-2], Tk, Tk)
+    return F.scaled_dot_product_attention(q, k, identity, attn_mask=allowed)
+
+
+@correct("filter_logits", "loop_over_rows")
+def _(logits, top_k=None, top_p=None):
+    rows = []
+    for row in logits.tolist():
+        ranked = sorted(range(len(row)), key=lambda i: -row[i])
+        kept = ranked[:top_k] if top_k is not None else ranked
+        if top_p is not None:
+            top = max(row[i] for i in kept)
+            weights = [math.exp(row[i] - top) for i in kept]
+            total, mass, nucleus = sum(weights), 0.0, []
+            for i, w in zip(kept, weights, strict=True):
+                if mass >= top_p:
+                    break
+                nucleus.append(i)
+                mass += w / total
+            kept = nucleus
+        rows.append([x if i in kept else float("-inf") for i, x in enumerate(row)])
+    return torch.tensor(rows, dtype=logits.dtype)
+
+
+@correct("filter_logits", "sorted_threshold")
+def _(logits, top_k=None, top_p=None):
+    filtered = logits.clone()
+    if top_k is not None and top_k < logits.size(-1):
+        threshold = logits.sort(dim=-1, descending=True).values[:, top_k - 1 : top_k]
+        filtered[filtered < threshold] = float("-inf")
+    if top_p is not None and top_p < 1.0:
+        probs = torch.softmax(filtered, dim=-1).sort(dim=-1, descending=True).values
+        cumulative = probs.cumsum(-1)
+        n_keep = (cumulative < top_p).sum(-1, keepdim=True) + 1
+        smallest_kept = probs.gather(-1, (n_keep - 1).clamp(max=logits.size(-1) - 1))
+        original_probs = torch.softmax(filtered, dim=-1)
+        filtered[original_probs < smallest_kept] = float("-inf")
+    return filtered
+
+
+@correct("next_token", "inverse_cdf")
+def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    probs = F.softmax(reference_filter(logits.float() / temperature, top_k, top_p), dim=-1)
+    u = torch.rand(logits.size(0), 1, generator=generator)
+    ids = torch.searchsorted(probs.cumsum(-1), u * probs.sum(-1, keepdim=True))
+    return ids.clamp(max=logits.size(-1) - 1)
+
+
+@correct("next_token", "gumbel_max")
+def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    scaled = reference_filter(logits.float() / temperature, top_k, top_p)
+    u = torch.rand(scaled.shape, generator=generator).clamp(1e-12, 1 - 1e-12)
+    return (scaled - torch.log(-torch.log(u))).argmax(dim=-1, keepdim=True)
+
+
+@correct("parameter_count", "from_modules")
+def _(vocab_size, block_size, n_layer, n_embd, bias=True):
+    from mini_llm.gpt import GPT, GPTConfig
+
+    config = GPTConfig(vocab_size, block_size, n_layer, 1, n_embd, bias=bias)
+    with torch.device("meta"):  # shapes only: no memory, even for GPT-2's 124 M
+        model = GPT(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+@correct("parameter_count", "per_tensor")
+def _(vocab_size, block_size, n_layer, n_embd, bias=True):
+    d = n_embd
+    weights = [vocab_size * d, block_size * d]
+    for _ in range(n_layer):
+        weights += [d, 3 * d * d, d * d, d, 4 * d * d, 4 * d * d]  # ln_1, qkv, proj, ln_2, mlp
+        if bias:
+            weights += [d, 3 * d, d, d, 4 * d, d]
+    weights += [d] + ([d] if bias else [])
+    return sum(weights)
