@@ -60,7 +60,8 @@ def test_publishing_a_chapter_is_its_status():
         found = [p["chapters"] for p in toc["parts"] if p["caption"] == planned.part]
         return [c["file"] for c in found[0]] if found else []
 
-    assert part(after) == [*part(before), planned.page]
+    # in reading order: a later chapter of the part may be published already
+    assert part(after) == sorted([*part(before), planned.page])
     row = f"| {planned.number} | [{planned.title}]({planned.page}.md) |"
     assert row not in manifest.render_intro_table(MANIFEST)
     assert row in manifest.render_intro_table(published)

@@ -1,0 +1,184 @@
+"""Chapter 11's rendered page: every number its prose states is a glued value shown on the page,
+and every comparison the prose makes holds for those values."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from _book_helpers import BOOK_DIR, html_tables, read_page
+
+from mini_llm.configs import CONFIGS
+from mini_llm.gpt import GPTConfig, parameter_count
+
+PAGE = "ch11_gpt"
+
+
+@pytest.fixture(scope="module")
+def page(built_book):
+    return read_page(built_book, PAGE)
+
+
+@pytest.fixture(scope="module")
+def glued(built_book):
+    """name -> value of every glue() call, as the executed page recorded it."""
+    executed = built_book.parent / "jupyter_execute" / f"{PAGE}.glue.json"
+    records = json.loads(executed.read_text(encoding="utf-8"))
+    return {
+        name: ast.literal_eval(record["data"]["text/plain"]) for name, record in records.items()
+    }
+
+
+def test_every_glued_number_in_the_prose_is_on_the_page(page, glued):
+    """Each {glue:text}`key:spec` of the source shows the glued value, formatted by spec."""
+    _, text = page
+    source = (BOOK_DIR / f"{PAGE}.md").read_text(encoding="utf-8")
+    references = re.findall(r"\{glue:text\}`(ch11_\w+)(?::([^`]*))?`", source)
+    assert len(references) > 40
+    flat = " ".join(text.split())
+    for name, spec in references:
+        shown = " ".join(format(glued[name], spec).split())
+        assert shown in flat, f"{name} = {shown!r} is not on the page"
+
+
+def table(page, first_header):
+    raw, _ = page
+    return next(rows for rows in html_tables(raw) if rows and rows[0][0] == first_header)
+
+
+def test_design_choices_measured(page, glued):
+    _, text = page
+    # GELU's gradient is zero nowhere in [-3, 3], ReLU's on the negative half: recomputed.
+    x = torch.linspace(-3, 3, 601, requires_grad=True)
+    torch.nn.functional.relu(x).sum().backward()
+    assert glued["ch11_relu_dead"] == pytest.approx((x.grad == 0).float().mean().item())
+    assert glued["ch11_gelu_dead"] < glued["ch11_relu_dead"]
+    # "the smaller start keeps the stream's size independent of depth"
+    assert glued["ch11_rms_scaled"] < glued["ch11_rms_unscaled"]
+    found = re.search(r"RMS of the stream: ([\d.]+) going in,\s+([\d.]+) out", text)
+    assert float(found[2]) == pytest.approx(glued["ch11_rms_scaled"], abs=5e-4)
+
+
+def test_causal_mask_and_training_without_it(page, glued):
+    assert glued["ch11_mask_earlier"] == 0.0  # "do not move at all"
+    assert glued["ch11_mask_at_change"] > 0  # "the changed position's own logits always do"
+    # Without the mask the training loss collapses (copying), with it it does not ...
+    assert glued["ch11_unmasked_train"] < glued["ch11_masked_train"] / 2
+    # ... and the copying is useless where there is nothing to copy.
+    assert glued["ch11_unmasked_last"] > glued["ch11_masked_last"]
+    assert glued["ch11_uniform"] == pytest.approx(math.log(82))
+    _, text = page
+    losses = re.findall(r"(with|without) the mask\s*: training loss ([\d.]+)", text)
+    assert dict(losses) == {
+        "with": f"{glued['ch11_masked_train']:.2f}",
+        "without": f"{glued['ch11_unmasked_train']:.2f}",
+    }
+
+
+def test_training_run_is_the_configs_shape(page, glued):
+    config = CONFIGS["shakespeare-char-cpu"]
+    assert glued["ch11_config_steps"] == config["max_iters"] > glued["ch11_steps"]
+    assert glued["ch11_batch"] == config["batch_size"]
+    shape = GPTConfig(
+        vocab_size=82,
+        **{k: config[k] for k in ("n_layer", "n_head", "n_embd", "block_size")},
+    )
+    assert glued["ch11_gpt_params"] == shape.parameter_count()
+    _, text = page
+    assert f"{shape.parameter_count():,} parameters (formula: {shape.parameter_count():,})" in text
+
+
+def _bits(cell: str) -> list[float]:
+    return [float(v) for v in re.findall(r"\d+\.\d+", cell)]
+
+
+def test_comparison_table_in_bits_per_character(page, glued):
+    rows = table(page, "model")
+    assert rows[0][-1] == "bits per character"
+    cells = {row[0]: row for row in rows[1:]}
+    assert list(cells) == ["bigram counts", "RNN (chapter 5)", "GPT"]
+    (bigram,) = _bits(cells["bigram counts"][-1])
+    rnn_mean, rnn_low, rnn_high = _bits(cells["RNN (chapter 5)"][-1])
+    (gpt,) = _bits(cells["GPT"][-1])
+    assert rnn_low <= rnn_mean <= rnn_high
+    assert glued["ch11_bigram_bits"] == pytest.approx(bigram, abs=5e-4)
+    assert glued["ch11_rnn_bits"] == pytest.approx(rnn_mean, abs=5e-4)
+    assert glued["ch11_rnn_best"] == pytest.approx(rnn_low, abs=5e-4)
+    assert glued["ch11_gpt_bits"] == pytest.approx(gpt, abs=5e-4)
+    steps = glued["ch11_steps"]
+    assert f"{steps} steps, 3 seeds" in cells["RNN (chapter 5)"][1]
+    assert f"{steps} steps" in cells["GPT"][1]
+    verdict = glued["ch11_gpt_vs_rnn"]
+    margin = f"{abs(glued['ch11_gpt_bits'] - glued['ch11_rnn_best']):.3f}"
+    assert verdict.startswith(margin)
+    assert ("below the best" in verdict) == (gpt < rnn_low)
+    # both neural models learn more than the bigram's one character of context
+    assert rnn_high < bigram
+    params = {row[0]: int(row[2].replace(",", "")) for row in rows[1:]}
+    assert glued["ch11_param_ratio"] == pytest.approx(params["GPT"] / params["RNN (chapter 5)"])
+    assert (glued["ch11_gpt_trend"] == "still falling") == (glued["ch11_val_drop"] > 0)
+
+
+def test_sampling_controls(page, glued):
+    rows = table(page, "setting")
+    measured = {row[0]: (float(row[1]), _bits(row[2])) for row in rows[1:]}
+    entropy = {key: glued[f"ch11_entropy_{key}"] for key in ("t1", "t05", "t15", "k5", "p09")}
+    assert entropy["t05"] < entropy["t1"] < entropy["t15"]  # "lowers", "raises"
+    assert glued["ch11_kept_t1"] == 82  # "all characters stay possible"
+    assert glued["ch11_kept_k5"] == 5
+    assert glued["ch11_kept_p05"] < glued["ch11_kept_p09"]
+    assert glued["ch11_kept_p09_min"] < glued["ch11_kept_p09_max"]  # "small ... and large"
+    assert measured["top-p, p = 0.9"][1] == pytest.approx(
+        [glued["ch11_kept_p09"], glued["ch11_kept_p09_min"], glued["ch11_kept_p09_max"]],
+        abs=0.05,
+    )
+    assert measured["τ = 1"][0] == pytest.approx(entropy["t1"], abs=0.005)
+
+
+def test_kv_cache(page, glued):
+    assert glued["ch11_cache_identical"] == "True"
+    assert glued["ch11_cache_speedup"] > 1  # "faster with the cache"
+    assert glued["ch11_cache_tokens"] == CONFIGS["shakespeare-char-cpu"]["block_size"] - 1
+    _, text = page
+    assert "100 tokens with and without the cache identical: True" in text
+
+
+def test_inside_the_model(page, glued):
+    _, text = page
+    lines = re.findall(r"block (\d): entropy ([\d. ]+) nats; distance ([\d. ]+)", text)
+    assert [int(b) for b, _, _ in lines] == [1, 2, 3, 4]
+    entropies = [float(v) for _, e, _ in lines for v in e.split()]
+    distances = [[float(v) for v in d.split()] for _, _, d in lines]
+    assert len(entropies) == 16
+    assert glued["ch11_entropy_low"] == pytest.approx(min(entropies), abs=0.006)
+    assert glued["ch11_entropy_high"] == pytest.approx(max(entropies), abs=0.006)
+    assert glued["ch11_entropy_high"] <= glued["ch11_max_entropy"]
+    assert glued["ch11_max_entropy"] == pytest.approx(np.mean(np.log(np.arange(1, 65))))
+    assert glued["ch11_distance_first"] == pytest.approx(np.mean(distances[0]), abs=0.06)
+    assert glued["ch11_distance_last"] == pytest.approx(np.mean(distances[-1]), abs=0.06)
+    low, high = glued["ch11_ablation_min"], glued["ch11_ablation_max"]
+    assert low <= high and high > 0  # silencing the most valuable head costs something
+    assert re.fullmatch(r"head [0-3] of block [1-4]", glued["ch11_ablation_worst"])
+
+
+def test_influence_by_distance(glued):
+    assert glued["ch11_context"] == CONFIGS["shakespeare-char-cpu"]["block_size"]
+    assert glued["ch11_influence_gpt_beyond"] == 0.0  # "exactly 0 beyond the context"
+    assert glued["ch11_influence_gpt_min_inside"] > 0  # "never less than ..." (and above 0)
+    assert glued["ch11_influence_gpt_1"] >= glued["ch11_influence_gpt_min_inside"]
+    # "still ..., where the RNN's has faded to ..."
+    assert glued["ch11_influence_rnn_far"] < glued["ch11_influence_gpt_far"]
+
+
+def test_same_logits_as_gpt2(page, glued):
+    assert glued["ch11_gap_hf"] <= 1e-4
+    assert glued["ch11_gpt2_small"] == pytest.approx(parameter_count(50257, 1024, 12, 768) / 1e6)
+    assert round(glued["ch11_gpt2_small"]) == 124  # "the 124 million usually quoted"
+    _, text = page
+    found = re.search(r"parameters: transformers ([\d,]+), parameter_count ([\d,]+)", text)
+    assert found[1] == found[2]
