@@ -71,6 +71,8 @@ def test_causal_mask_and_training_without_it(page, glued):
     assert glued["ch11_unmasked_train"] < glued["ch11_masked_train"] / 2
     # ... and the copying is useless where there is nothing to copy.
     assert glued["ch11_unmasked_last"] > glued["ch11_masked_last"]
+    # "reads token t + 1": far more than an even spread over the window
+    assert glued["ch11_next_weight"] > 2 / glued["ch11_mask_block"]
     assert glued["ch11_uniform"] == pytest.approx(math.log(82))
     _, text = page
     losses = re.findall(r"(with|without) the mask\s*: training loss ([\d.]+)", text)
@@ -160,11 +162,16 @@ def test_inside_the_model(page, glued):
     assert glued["ch11_entropy_high"] == pytest.approx(max(entropies), abs=0.006)
     assert glued["ch11_entropy_high"] <= glued["ch11_max_entropy"]
     assert glued["ch11_max_entropy"] == pytest.approx(np.mean(np.log(np.arange(1, 65))))
+    means = [np.mean(entropies[4 * b : 4 * b + 4]) for b in range(4)]
+    assert glued["ch11_maps_block"] == 1 + int(np.argmin(means))  # "the lowest mean entropy"
     assert glued["ch11_distance_first"] == pytest.approx(np.mean(distances[0]), abs=0.06)
     assert glued["ch11_distance_last"] == pytest.approx(np.mean(distances[-1]), abs=0.06)
     low, high = glued["ch11_ablation_min"], glued["ch11_ablation_max"]
     assert low <= high and high > 0  # silencing the most valuable head costs something
     assert re.fullmatch(r"head [0-3] of block [1-4]", glued["ch11_ablation_worst"])
+    found = re.search(r"silencing one head adds ([+-][\d.]+) to ([+-][\d.]+)", text)
+    assert float(found[1]) == pytest.approx(low, abs=5e-4)
+    assert float(found[2]) == pytest.approx(high, abs=5e-4)
 
 
 def test_influence_by_distance(glued):

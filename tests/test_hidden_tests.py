@@ -58,6 +58,7 @@ ALTERNATIVES_REQUIRED = {
     "ch07_attention",
     "ch08_self_attention",
     "ch09_transformer",
+    "ch11_gpt",
 }
 """assignments whose every part must have a correct alternative (others may have some)"""
 
