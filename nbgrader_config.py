@@ -1,4 +1,18 @@
-"""nbgrader configuration: the repository root is the course directory."""
+"""nbgrader configuration: the repository root is the course directory.
+
+Read by every nbgrader command run here, by formgrader in ``make lab`` and by ``mini-llm
+grade``'s feedback and export steps, so they all agree: written answers nobody has graded yet
+are *pending* (not 0) in the feedback and the CSV (:mod:`mini_llm.grading.manual`), and math is
+typeset offline in formgrader and the feedback (:mod:`mini_llm.grading.offline_math`).
+"""
+
+from pathlib import Path
+
+import nbgrader
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+
+import mini_llm.grading
+from mini_llm.grading.manual import GetGradesAndPending
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
@@ -9,3 +23,22 @@ c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.db_url = "sqlite:///gradebook.db"
+
+# One course on this machine: the learner's Assignment List and the instructor's tools use an
+# exchange folder inside the repository (gitignored) instead of /srv/nbgrader/exchange.
+EXCHANGE = Path(__file__).resolve().parent / ".exchange"
+EXCHANGE.mkdir(exist_ok=True)  # nbgrader refuses a missing exchange ("Error fetching courses!")
+c.Exchange.root = str(EXCHANGE)
+
+# Our templates first: formgrader's and the feedback's math from the book's MathJax, inlined.
+TEMPLATES = str(Path(mini_llm.grading.__file__).parent / "templates")
+NBGRADER_TEMPLATES = str(
+    Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
+)
+c.HTMLExporter.extra_template_basedirs = [TEMPLATES, NBGRADER_TEMPLATES]
+c.HTMLExporter.filters = {"offline_mathjax": "mini_llm.grading.offline_math.mathjax_html"}
+
+c.GenerateFeedback.preprocessors = [GetGradesAndPending, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.HTMLExporter.template_name = "mini_llm_feedback"
+c.GenerateFeedback.HTMLExporter.sanitize_html = True  # markup in an answer stays text
+c.ExportApp.plugin_class = "mini_llm.grading.manual.GradesCsv"

@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also run nbgrader's own autograde, to compare (shown, never recorded; slower)",
     )
     parser.add_argument(
+        "--feedback-only",
+        action="store_true",
+        help="grade nothing: write the feedback and the CSV again from the gradebook "
+        "(after written answers were graded in formgrader) and print the totals",
+    )
+    parser.add_argument(
         "--trusted-cohort",
         action="store_true",
         help="grade without the OS sandbox (bubblewrap), where it cannot be "
@@ -60,23 +66,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def summary(reports: list[StudentReport], run_problems: list[str], total: float) -> str:
+def summary(reports: list[StudentReport], run_problems: list[str]) -> str:
+    """One line per student: the total as recorded (written answers nobody has graded yet
+    shown as pending), nbgrader's in-kernel claim, and the problems found."""
     width = max([len("student")] + [len(r.student) for r in reports])
-    lines = [f"{'student':<{width}}  {'score':>11}  {'in-kernel':>9}  problems"]
+    score_width = max([len("score")] + [len(r.totals.text()) for r in reports])
+    lines = [f"{'student':<{width}}  {'score':>{score_width}}  {'in-kernel':>9}  problems"]
     for r in reports:
         in_kernel = f"{r.in_kernel.auto_score:g}" if r.in_kernel.scores else "-"
         problems = "; ".join(r.problems) or "-"
         lines.append(
-            f"{r.student:<{width}}  {f'{r.score:g}/{total:g}':>11}  {in_kernel:>9}  {problems}"
+            f"{r.student:<{width}}  {r.totals.text():>{score_width}}  {in_kernel:>9}  {problems}"
         )
     lines += [f"run: {p}" for p in run_problems]
+    if any(r.totals.pending for r in reports):
+        lines.append(PENDING_HINT)
     return "\n".join(lines)
+
+
+PENDING_HINT = (
+    "pending: written answers wait for a person. Grade them in formgrader (make lab, "
+    "Formgrader > Manual Grading), then `mini-llm grade ASSIGNMENT --feedback-only`."
+)
+
+
+def _publish(args: argparse.Namespace) -> None:
+    from mini_llm.grading.runner import publish
+
+    totals = publish(args.course_dir, args.assignment)
+    width = max(len("student"), *map(len, totals))
+    print(f"{'student':<{width}}  score")
+    print("\n".join(f"{s:<{width}}  {t.text()}" for s, t in totals.items()))
+    if any(t.pending for t in totals.values()):
+        print(PENDING_HINT)
+    print(f"feedback under feedback/; grades: grades-{args.assignment}.csv")
 
 
 def run(args: argparse.Namespace) -> None:
     """Grade, print the summary; a student the grader failed on makes the exit status 1."""
     from mini_llm.grading.runner import NOT_GRADED, Options, grade
 
+    if args.feedback_only:
+        return _publish(args)
     if args.workers < 1 or args.timeout <= 0 or args.cell_timeout <= 0 or args.memory_mb < 256:
         raise ValueError(
             "--workers >= 1, --timeout > 0, --cell-timeout > 0 and --memory-mb >= 256 are required"
@@ -92,8 +123,8 @@ def run(args: argparse.Namespace) -> None:
         args.in_kernel,
         args.trusted_cohort,
     )
-    reports, run_problems, assignment = grade(options)
-    print(summary(reports, run_problems, assignment.auto_points))
+    reports, run_problems, _ = grade(options)
+    print(summary(reports, run_problems))
     print(
         f"gradebook: {args.course_dir / 'gradebook.db'}; feedback under feedback/; "
         f"grades: grades-{args.assignment}.csv; every check's message: "

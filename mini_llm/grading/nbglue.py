@@ -63,8 +63,18 @@ def executable_path() -> str:
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+"""The folder holding the grader's own ``mini_llm``: the course's nbgrader_config.py imports
+its feedback and export pieces, which must be the grader's even where PYTHONPATH is ignored."""
+NBGRADER_MAIN = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from nbgrader.apps.nbgraderapp import main; main()"
+)
+
+
 def _nbgrader(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-I", "-m", "nbgrader", *args]
+    """``nbgrader ARGS`` isolated from the environment's PYTHON* variables (-I)."""
+    command = [sys.executable, "-I", "-c", NBGRADER_MAIN, PACKAGE_ROOT, *args]
     return subprocess.run(
         command,
         cwd=cwd,
@@ -295,7 +305,8 @@ def record(
                 grade = gb.find_grade(cell.grade_id, notebook, name, student)
                 copies = answers.get(cell.grade_id, [])
                 grade.auto_score = 0.0 if copies in ([], [released.get(cell.grade_id)]) else None
-                grade.needs_manual_grade = grade.auto_score is None
+                # a score a person already gave is kept when the submission is graded again
+                grade.needs_manual_grade = grade.auto_score is None and grade.manual_score is None
             if cell.kind in ("answer", "manual"):
                 comment = gb.find_comment(cell.grade_id, notebook, name, student)
                 copies = answers.get(cell.grade_id, [])

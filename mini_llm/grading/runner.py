@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbgrader.api import Gradebook
 from tqdm import tqdm
 
-from mini_llm.grading import feedback, limits, nbglue
+from mini_llm.grading import feedback, limits, manual, nbglue
 from mini_llm.grading.jail import Jail, check
 from mini_llm.grading.notebook import Assignment, Submission, load_assignment, read_submission
 from mini_llm.grading.verify import Verification, verify
@@ -58,6 +59,7 @@ class StudentReport:
     in_kernel: nbglue.InKernel
     seconds: float
     problems: list[str] = field(default_factory=list)
+    totals: manual.Totals | None = None  # from the gradebook once recorded: manual and pending too
 
     @property
     def score(self) -> float:
@@ -235,6 +237,9 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
         )
     for report in reports:
         _write_results(coursedir, assignment, notebooks[0], report, released, unverifiable)
+    totals = recorded_totals(coursedir, options.assignment, [r.student for r in reports])
+    for report in reports:
+        report.totals = totals[report.student]
     _write_report(
         Path(coursedir.root) / f"grading-{options.assignment}.json", reports, run_problems
     )
@@ -243,6 +248,26 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
         coursedir, options.assignment, [r.student for r in reports], csv_path
     )
     return reports, run_problems, assignment
+
+
+def recorded_totals(coursedir, assignment: str, students: list[str]) -> dict[str, manual.Totals]:
+    """Each student's points as the gradebook holds them: automatic, manual, pending."""
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        return {s: manual.submission_totals(gb, assignment, s) for s in students}
+
+
+def publish(course_dir: Path, assignment: str) -> dict[str, manual.Totals]:
+    """After written answers were graded (formgrader): the feedback and the CSV again, from
+    the gradebook as it is now, for every student graded so far. No student code runs."""
+    coursedir = nbglue.course(course_dir)
+    graded = nbglue.folder(coursedir, "autograded")
+    students = sorted(p.parent.name for p in graded.glob(f"*/{assignment}") if p.is_dir())
+    if not students:
+        raise nbglue.GradingError(f"nothing graded yet for {assignment}: run mini-llm grade first")
+    totals = recorded_totals(coursedir, assignment, students)
+    csv_path = Path(coursedir.root) / f"grades-{assignment}.csv"
+    nbglue.feedback_and_export(coursedir, assignment, students, csv_path)
+    return totals
 
 
 def _run_pool(students: list[str], workers: int) -> tuple[list[StudentReport], list[str]]:
@@ -329,6 +354,8 @@ def _write_report(path: Path, reports: list[StudentReport], run_problems: list[s
     students = {
         r.student: {
             "score": r.score,
+            "manual_score": r.totals.manual if r.totals else None,
+            "pending_points": r.totals.pending if r.totals else None,
             "in_kernel_score": r.in_kernel.auto_score if r.in_kernel.scores else None,
             "problems": r.problems,
             "cells": [
