@@ -1,7 +1,8 @@
 """Checks that teach: the assertions used by the exercise notebooks' test cells.
 
-A failed check raises ``AssertionError`` with a message that says which call was checked,
-what was expected, what came back, and a hint about the usual cause, for example::
+A failed check raises ``AssertionError`` (a :class:`CheckFailed`, which a notebook shows alone,
+with no traceback) with a message that says which call was checked, what was expected, what came
+back, and a hint about the usual cause, for example::
 
     count_bigrams([[0, 1, 1]], vocab_size=3)[1, 1] is wrong.
       expected: 1
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "CheckFailed",
     "describe_call",
     "expect_close",
     "expect_equal",
@@ -88,6 +90,17 @@ def describe_call(fn: Callable | str, *args: Any, **kwargs: Any) -> str:
     return f"{name}({', '.join(parts)})"
 
 
+class CheckFailed(AssertionError):
+    """A failed check. In a notebook it shows as its message alone -- the call, what was
+    expected, what came back, the hint -- with no traceback through this module and no chained
+    exception above it: IPython lets an exception render itself (``_render_traceback_``).
+    Everywhere else it is a plain ``AssertionError``."""
+
+    def _render_traceback_(self) -> list[str]:
+        first, *rest = str(self).splitlines() or [""]
+        return [f"\x1b[0;31mCheck failed:\x1b[0m {first}", *rest]
+
+
 def _fail(call: str, what: str, expected: str | None, got: str | None, hint: str) -> None:
     lines = [f"{call} {what}"]
     if expected is not None:
@@ -96,7 +109,7 @@ def _fail(call: str, what: str, expected: str | None, got: str | None, hint: str
         lines.append(f"  got:      {got}")
     if hint:
         lines.append(f"  Hint: {hint}")
-    raise AssertionError("\n".join(lines))
+    raise CheckFailed("\n".join(lines))
 
 
 def run(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str]:
@@ -113,13 +126,13 @@ def run(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str]:
             warnings.simplefilter("ignore")
             return fn(*args, **kwargs), call
     except NotImplementedError as err:
-        raise AssertionError(
+        raise CheckFailed(
             f"{call} raised NotImplementedError: this function is not written yet.\n"
             "  Hint: replace `raise NotImplementedError()` with your code, run that cell, "
             "then run this one again."
         ) from err
     except Exception as err:
-        raise AssertionError(
+        raise CheckFailed(
             f"{call} raised an error.\n"
             "  expected: a result, not an error\n"
             f"  got:      {type(err).__name__}: {err}\n"
@@ -309,7 +322,7 @@ def expect_raises(
     except errors:
         return
     except NotImplementedError as err:
-        raise AssertionError(
+        raise CheckFailed(
             f"{call} raised NotImplementedError: this function is not written yet.\n"
             "  Hint: replace `raise NotImplementedError()` with your code."
         ) from err

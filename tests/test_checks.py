@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -164,3 +165,27 @@ def test_a_crash_and_a_wrong_length_read_well_without_a_traceback():
     assert redact(crash, AssertionError(crash)).startswith(
         "A hidden check failed: broken(…) raised an error. Hint: ZeroDivisionError at line "
     )
+
+
+@pytest.mark.parametrize(
+    "failing",
+    [
+        "expect_equal(run(len, [1, 2])[0], 3, 'len([1, 2])', 'count them')",  # a wrong result
+        "run(int, 'x')",  # the learner's function raised: no chain of two tracebacks
+    ],
+)
+def test_a_failed_check_shows_its_message_first_and_alone_in_a_notebook(failing):
+    """What a learner sees under a test cell: IPython's rendering of the error (ipykernel sends
+    the same lines to the notebook), with the message first and no traceback or chain."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("from mini_llm.checks import expect_equal, run")
+    with capture_output() as shown:
+        result = shell.run_cell(failing)
+    assert isinstance(result.error_in_exec, AssertionError)
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", shown.stdout).strip().splitlines()
+    assert lines[0] == f"Check failed: {str(result.error_in_exec).splitlines()[0]}"
+    assert lines[1:] == str(result.error_in_exec).splitlines()[1:]
+    assert "Hint:" in lines[-1]
