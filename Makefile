@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MATHJAX := book/_mathjax/_static/mathjax/tex-chtml.js
 
-.PHONY: setup book book-clean test check toc exercises grade browser clean help
+.PHONY: setup book book-clean test check toc exercises grade lab browser clean help
 
 help:
 	@echo "make book       set up .venv and build the book into book/_build/html"
@@ -15,6 +15,7 @@ help:
 	@echo "make toc        write book/_toc.yml and the intro's chapter table from book/chapters.yml"
 	@echo "make exercises  regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make grade ASSIGNMENT=ch01_bigrams   autograde submitted/ (instructors)"
+	@echo "make lab        JupyterLab on 127.0.0.1 for learners and instructors (formgrader)"
 	@echo "make clean      remove build output (keeps .venv)"
 
 $(STAMP): pyproject.toml constraints.txt
@@ -59,6 +60,15 @@ exercises: $(STAMP)
 
 grade: setup
 	$(BIN)/mini-llm grade $(ASSIGNMENT)
+
+# JupyterLab for learners and instructors, on 127.0.0.1: the venv's bin first on PATH (nbgrader
+# runs `alembic` from it, or formgrader hangs on "Loading"), started in the course folder whose
+# nbgrader_config.py sets the exchange and the offline math. COURSE: another course folder;
+# LAB_ARGS: more options for `jupyter lab` (e.g. --no-browser --port 8890).
+COURSE ?= .
+lab: | $(STAMP) $(MATHJAX)
+	cd "$(COURSE)" && PATH="$(abspath $(BIN)):$$PATH" "$(abspath $(BIN))/jupyter" lab \
+	  --ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # Headless Chromium for the rendered-book tests and bubblewrap for the grader's sandbox
 # (Debian's packages; need root to install).
