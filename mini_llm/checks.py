@@ -98,7 +98,7 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self) -> list[str]:
         first, *rest = str(self).splitlines() or [""]
-        return [f"\x1b[0;31mCheck failed:\x1b[0m {first}", *rest]
+        return [f"\x1b[0;31mAssertionError:\x1b[0m {first}", *rest]
 
 
 def _fail(call: str, what: str, expected: str | None, got: str | None, hint: str) -> None:

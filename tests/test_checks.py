@@ -186,6 +186,6 @@ def test_a_failed_check_shows_its_message_first_and_alone_in_a_notebook(failing)
         result = shell.run_cell(failing)
     assert isinstance(result.error_in_exec, AssertionError)
     lines = re.sub(r"\x1b\[[0-9;]*m", "", shown.stdout).strip().splitlines()
-    assert lines[0] == f"Check failed: {str(result.error_in_exec).splitlines()[0]}"
+    assert lines[0] == f"AssertionError: {str(result.error_in_exec).splitlines()[0]}"
     assert lines[1:] == str(result.error_in_exec).splitlines()[1:]
     assert "Hint:" in lines[-1]
