@@ -5,7 +5,8 @@ written answer) and ``blank`` the untouched release. The written answer's points
 the summary, the CSV and the feedback alike; an instructor then scores it in the gradebook the
 way formgrader does (the browser test in test_lab.py does it through formgrader itself), and
 ``mini-llm grade --feedback-only`` brings the summary, CSV and feedback to the same total. A
-second grading run keeps the score the person gave. Points come from the notebook's metadata.
+second grading run keeps the score the person gave. The feedback shows what the set-up code
+printed in the replay. Points come from the notebook's metadata.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from _exercise_helpers import (
     read,
 )
 from nbgrader.api import Gradebook
+
+from mini_llm.corpus import load_corpus
 
 ASSIGNMENT = "ch01_bigrams"  # the quickest to grade; every assignment has a written answer
 SOURCE = read(notebook_path(SOLUTIONS, ASSIGNMENT))
@@ -99,6 +102,8 @@ def test_an_ungraded_written_answer_is_pending_everywhere(course, before):
     page = feedback(course, "writer")
     assert f"{WRITTEN:g} points pending" in page.replace(f"{WRITTEN:.1f}", f"{WRITTEN:g}")
     assert f"Score: 0.0 / {WRITTEN:.1f}" not in page
+    # the set-up cell's output, as the grader's replay printed it (no kernel output is kept)
+    assert f"{len(load_corpus('names'))} names, e.g." in page
     # a written answer left as released is 0, not pending
     assert line(before, "blank").split()[1] == f"0/{TOTAL:g}"
     assert csv_row(course, "blank")["status"] == "graded"

@@ -5,8 +5,10 @@ outputs the submission's own kernel produced (which a submission can forge, or u
 the tests it sees running). Here the notebook handed to ``nbgrader generate_feedback`` is built
 by the grader instead: the instructor's cells, the learner's answers, each hidden block of a
 test cell replaced by one comment, and outputs that come only from the trusted replay -- the
-learner's own printing from the sandbox (which never saw a test) and, for each test, either
-nothing (passed) or the teaching message, redacted for hidden checks (:func:`.verify.redact`).
+learner's own printing from the sandbox (which never saw a test), what the instructor's set-up
+code printed in the grader (calling the learner's functions in the sandbox) and, for each
+test, either nothing (passed) or the teaching message, redacted for hidden checks
+(:func:`.verify.redact`).
 Whatever text came from the submission and is rendered as Markdown (written answers, problem
 lines naming its cells) has every punctuation character escaped, so its tags, links and
 images show as text and never run.
@@ -36,12 +38,13 @@ def graded_notebook(
     """The autograded notebook of one student, safe to show to that student."""
     nb = copy.deepcopy(source)
     results = {r.grade_id: r for r in verification.cells}
-    cells = []
+    cells, executed = [], 0
     for cell, spec in zip(nb.cells, assignment.cells):
         if spec.kind == "free":
             continue
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
+        if cell.cell_type == "code":  # numbered in the order the replay ran them
+            executed += 1
+            cell.outputs, cell.execution_count = [], executed
         if spec.kind in ("answer", "manual"):
             cell.source = "\n\n".join(answers.get(spec.grade_id, [])) or "# (no answer)"
             if cell.cell_type == "markdown":  # rendered as HTML: the learner's markup stays text

@@ -528,11 +528,14 @@ def verify(
 
 
 def _setup(replay: Replay, cell: Cell, outcome: Verification) -> None:
+    """The instructor's set-up code, in the sandbox and in the grader; what the grader's run
+    printed (the instructor's code, no test in it) is the cell's output in the feedback."""
     replay.start_cell()
     with contextlib.suppress(SandboxDied, TimeLimitExceeded):
         replay.run_in_sandbox(cell.source)
+    printed = CappedText()
     try:
-        with contextlib.redirect_stdout(CappedText()):
+        with contextlib.redirect_stdout(printed):
             replay.start_cell()
             replay.bind_graded_names()
             replay.run_trusted(cell.source, cell.grade_id)
@@ -542,6 +545,7 @@ def _setup(replay: Replay, cell: Cell, outcome: Verification) -> None:
         outcome.problems.append(
             f"set-up cell '{cell.grade_id}' failed in the grader: {type(err).__name__}: {err}"
         )
+    outcome.cells.append(CellResult(cell.grade_id, "setup", output=printed.take()))
 
 
 def _answer(replay: Replay, cell: Cell, submission: Submission, outcome: Verification) -> None:
