@@ -92,7 +92,7 @@ def test_each_case_is_scored_honestly_and_explained(graded, case):
     line = _line(summary, case)
     total = sum(_scores(course, case).get(g, 0) or 0 for g in kit.tests)
     assert total == expected[case].score, line
-    assert f"{expected[case].score:g}/{kit.total:g}" in line
+    assert f"{expected[case].score:g}/{kit.total + kit.written_points:g}" in line
     said = expected[case].says.lower()
     if said == "-":  # nothing wrong
         assert line.rstrip().endswith("-"), f"no problem expected for {case}: {line}"

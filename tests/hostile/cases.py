@@ -43,6 +43,10 @@ class Kit:
         self.answers = [m["grade_id"] for m in meta if m.get("solution") and not m.get("grade")]
         self.written = [m["grade_id"] for m in meta if m.get("solution") and m.get("grade")]
         self.total = sum(self.tests.values())
+        self.written_points = sum(
+            float(m["points"]) for m in meta if m.get("solution") and m.get("grade")
+        )
+        """points of the written answers, pending in the summary until a person grades them"""
 
     def points_before(self, grade_id: str) -> float:
         """Points of the test cells above ``grade_id``: what survives a crash there."""
