@@ -205,6 +205,37 @@ def _(scores, mask):
     return torch.softmax(scores * mask, dim=-1)
 
 
+@bug(
+    "masked_softmax",
+    "fills_scores_in_place",
+    "masked_fill_ on the argument: right weights, but the caller's scores now hold -inf",
+)
+def _(scores, mask):
+    return torch.softmax(scores.masked_fill_(~mask, float("-inf")), dim=-1)
+
+
+@bug("masked_softmax", "always_float64", "scores.double() 'for precision': float32 in, float64 out")
+def _(scores, mask):
+    return torch.softmax(scores.double().masked_fill(~mask, float("-inf")), dim=-1)
+
+
+@bug(
+    "masked_softmax",
+    "through_numpy",
+    "the softmax in NumPy and wrapped back in a tensor: right values, no gradient",
+)
+def _(scores, mask):
+    values = scores.detach().numpy().copy()
+    values[~mask.numpy()] = -np.inf
+    e = np.exp(values - values.max(axis=-1, keepdims=True))
+    return torch.from_numpy(e / e.sum(axis=-1, keepdims=True))
+
+
+@bug("masked_softmax", "squeezed", "a .squeeze() at the end: a batch of one loses its batch axis")
+def _(scores, mask):
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).squeeze()
+
+
 # ------------------------------------------------------------------------- additive_attention
 
 
@@ -270,6 +301,42 @@ def _(query, keys, mask, W_q, W_k, v):
     return (weights[:, :, None] * keys).sum(dim=-1), weights
 
 
+def _reference_attention(query, keys, mask, W_q, W_k, v):
+    scores = torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
+    weights = _softmax(scores, mask)
+    return torch.einsum("bs,bsk->bk", weights, keys), weights
+
+
+@bug(
+    "additive_attention",
+    "squeezed_context",
+    "context.squeeze(): right for two sentences or more, a batch of one loses its batch axis",
+)
+def _(query, keys, mask, W_q, W_k, v):
+    context, weights = _reference_attention(query, keys, mask, W_q, W_k, v)
+    return context.squeeze(), weights.squeeze()
+
+
+@bug(
+    "additive_attention",
+    "detached_scores",
+    "scores taken with .detach() (to 'save memory'): right values, W_q, W_k and v never learn",
+)
+def _(query, keys, mask, W_q, W_k, v):
+    scores = (torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v).detach()
+    weights = _softmax(scores, mask)
+    return torch.einsum("bs,bsk->bk", weights, keys.detach()), weights
+
+
+@bug("additive_attention", "float64_buffers", "context filled into a new float64 buffer")
+def _(query, keys, mask, W_q, W_k, v):
+    _, weights = _reference_attention(query, keys, mask, W_q, W_k, v)
+    context = torch.zeros(keys.shape[0], keys.shape[2], dtype=torch.float64)
+    for j in range(keys.shape[1]):
+        context = context + weights[:, j, None] * keys[:, j]
+    return context, weights
+
+
 # -------------------------------------------------------------------------------- exact_match
 
 
@@ -328,6 +395,23 @@ def _(predicted, target, eos):
         right += sum(p == g for p, g in zip(row, gold))
         total += len(gold)
     return right / total
+
+
+@bug(
+    "exact_match",
+    "pads_target_in_place",
+    "writes padding after each </s> into the caller's tensors to compare whole rows",
+)
+def _(predicted, target, eos):
+    width = max(predicted.shape[1], target.shape[1])
+    for rows in (predicted, target):
+        for row in rows:
+            ends = (row == eos).nonzero()
+            if len(ends):
+                row[int(ends[0]) + 1 :] = -1
+    gold = torch.nn.functional.pad(target, (0, width - target.shape[1]), value=-1)
+    guess = torch.nn.functional.pad(predicted, (0, width - predicted.shape[1]), value=-1)
+    return float((gold == guess).all(dim=1).float().mean())
 
 
 # ------------------------------------------------------------------------------ alternatives

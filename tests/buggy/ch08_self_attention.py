@@ -141,6 +141,59 @@ def _(q, k, v, mask=None):
     return weights @ v, weights
 
 
+def _attention(q, k, v, mask=None, scale=None):
+    """The reference's steps, for the bugs below that get only one thing wrong."""
+    scores = q @ k.transpose(-2, -1) / (q.shape[-1] ** 0.5 if scale is None else scale)
+    if mask is None:
+        weights = torch.softmax(scores, dim=-1)
+    else:
+        some_key = mask.any(dim=-1, keepdim=True)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(torch.where(some_key, scores, 0.0), dim=-1) * some_key
+    return weights @ v, weights
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "scales_q_in_place",
+    "q /= sqrt(d_k): right result, but the caller's queries shrink on every call",
+)
+def _(q, k, v, mask=None):
+    q /= q.shape[-1] ** 0.5
+    return _attention(q, k, v, mask, scale=1.0)
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "squeezed",
+    "outputs .squeeze()d: a batch of one or a single query loses its axes",
+)
+def _(q, k, v, mask=None):
+    out, weights = _attention(q, k, v, mask)
+    return out.squeeze(), weights.squeeze()
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "softmax_in_float64",
+    "the softmax taken in float64 'for stability': float32 inputs come out float64",
+)
+def _(q, k, v, mask=None):
+    _, weights = _attention(q.double(), k.double(), v.double(), mask)
+    return weights @ v.double(), weights
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "detached_weights",
+    "weights.detach() before the product with v: no gradient reaches q and k",
+)
+def _(q, k, v, mask=None):
+    _, weights = _attention(q, k, v, mask)
+    weights = weights.detach()
+    return weights @ v, weights
+
+
 # --------------------------------------------------------------------------------- causal_mask
 
 

@@ -61,6 +61,31 @@ def _(x, gamma, beta, eps=1e-5):
     return (x - mean) / torch.sqrt(variance + eps)
 
 
+@bug("layer_norm", "centres_x_in_place", "x -= mean: right result, the caller's x is centred too")
+def _(x, gamma, beta, eps=1e-5):
+    x -= x.mean(dim=-1, keepdim=True)
+    return gamma * x / torch.sqrt((x**2).mean(dim=-1, keepdim=True) + eps) + beta
+
+
+@bug("layer_norm", "through_numpy", "computed in NumPy and wrapped back: no gradient for gamma")
+def _(x, gamma, beta, eps=1e-5):
+    a = x.detach().numpy()
+    centred = a - a.mean(axis=-1, keepdims=True)
+    normed = centred / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + eps)
+    return torch.from_numpy(normed) * gamma.detach() + beta.detach()
+
+
+@bug(
+    "layer_norm",
+    "float64_eps",
+    "eps as a float64 tensor of shape (1,): float32 x comes out float64",
+)
+def _(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return _normalised(x, mean, variance, gamma, beta, torch.tensor([eps], dtype=torch.float64))
+
+
 # ---------------------------------------------------------------------------------- feed_forward
 
 
@@ -77,6 +102,28 @@ def _(x, W1, b1, W2, b2):
 @bug("feed_forward", "bias_after_relu", "b1 added after the ReLU")
 def _(x, W1, b1, W2, b2):
     return (torch.relu(x @ W1.T) + b1) @ W2.T + b2
+
+
+@bug("feed_forward", "transposes_in_place", "W1.t_() and W2.t_(): the caller's weights turn")
+def _(x, W1, b1, W2, b2):
+    result = torch.relu(x @ W1.t_() + b1) @ W2.t_() + b2
+    return result
+
+
+@bug(
+    "feed_forward",
+    "float64_hidden",
+    "hidden units in a new float64 buffer: float32 in, float64 out",
+)
+def _(x, W1, b1, W2, b2):
+    hidden = torch.zeros(*x.shape[:-1], W1.shape[0], dtype=torch.float64)
+    hidden += x @ W1.T + b1
+    return torch.relu(hidden) @ W2.T.double() + b2
+
+
+@bug("feed_forward", "detached_hidden", "hidden units .detach()ed: W1 and b1 never learn")
+def _(x, W1, b1, W2, b2):
+    return torch.relu(x @ W1.T + b1).detach() @ W2.T.detach() + b2.detach()
 
 
 # ---------------------------------------------------------------------------- attention_sublayer
@@ -333,15 +380,13 @@ def _(
 # ---------------------------------------------------------------------------------- alternatives
 
 
-@correct("layer_norm", "numpy_rows")
+@correct("layer_norm", "loop_rows")
 def _(x, gamma, beta, eps=1e-5):
-    array = x.detach().double().numpy()
-    flat = array.reshape(-1, array.shape[-1])
-    out = np.empty_like(flat)
-    for i, row in enumerate(flat):
-        out[i] = (row - row.mean()) / math.sqrt(row.var() + eps)
-    out = out.reshape(array.shape) * gamma.double().numpy() + beta.double().numpy()
-    return torch.from_numpy(out)
+    rows = []
+    for row in x.reshape(-1, x.shape[-1]):
+        centred = row - row.sum() / row.numel()
+        rows.append(centred / torch.sqrt((centred * centred).sum() / row.numel() + eps))
+    return torch.stack(rows).reshape(x.shape) * gamma + beta
 
 
 @correct("layer_norm", "var_mean")
