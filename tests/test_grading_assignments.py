@@ -1,19 +1,26 @@
 """`mini-llm grade` works for every assignment: its solution earns every automatic point, its
-untouched release earns none, and the gradebook says the same (no score hard-coded)."""
+untouched release earns none, and the gradebook says the same (no score hard-coded). For the
+assignments in REGISTRY_GRADED, every known bug and correct alternative of tests/buggy is graded
+through the command too."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
+import nbformat
 import pytest
 from _exercise_helpers import (
     ASSIGNMENTS,
     BIN,
+    BUGGY,
     EXERCISES,
     SOLUTIONS,
     autograded_tests,
+    bug_module,
+    cell_by_grade_id,
     new_course,
     notebook_path,
     read,
@@ -68,3 +75,64 @@ def test_solution_gets_every_point_and_release_none(tmp_path, grader_path, assig
     if expected:
         named = fallback[0].split("cannot check ")[1].split(" (the")[0].split(", ")
         assert set(named) == expected
+
+
+REGISTRY_GRADED = ["ch07_attention", "ch08_self_attention", "ch09_transformer"]
+"""assignments whose whole known-bug registry is also graded by `mini-llm grade`"""
+
+
+def _self_contained_answer(module, table: str, part: str, key: str) -> str:
+    """An answer cell that defines ``part`` as ``module.<table>[part][key]`` with no import of
+    tests/buggy (the sandbox sees no file beside the notebook): the registry and the bug file's
+    text, then the choice."""
+
+    def body(path) -> str:
+        text = path.read_text().replace("from ._registry import new_registry", "")
+        return text.replace("from __future__ import annotations", "")
+
+    registry, bugs = body(BUGGY / "_registry.py"), body(Path(module.__file__))
+    return f"{registry}\n{bugs}\n{part} = {table}[{part!r}][{key!r}]\n"
+
+
+@pytest.mark.parametrize("assignment", [a for a in ASSIGNMENTS if a in REGISTRY_GRADED])
+def test_known_bugs_lose_their_part_and_alternatives_keep_every_point(
+    tmp_path, grader_path, assignment
+):
+    """Every known bug, handed in as a learner's answer, loses exactly its part's points when
+    graded by `mini-llm grade` (the grader and the notebook can disagree; the grader decides),
+    and every correct alternative gets every point."""
+    module = bug_module(assignment)
+    source = read(notebook_path(SOLUTIONS, assignment))
+    points = autograded_tests(source)
+    students = {
+        f"{kind}-{part}-{key}": (part, table, key)
+        for kind, table in (("bug", "BUGS"), ("alt", "ALTERNATIVES"))
+        for part, entries in getattr(module, table).items()
+        for key in entries
+    }
+    course = new_course(tmp_path / "course", [assignment])
+    for student, (part, table, key) in students.items():
+        nb = read(notebook_path(SOLUTIONS, assignment))
+        answer = _self_contained_answer(module, table, part, key)
+        cell_by_grade_id(nb, f"{part}_impl").source = answer
+        target = course / "submitted" / student / assignment
+        target.mkdir(parents=True)
+        nbformat.write(nb, target / f"{assignment}.ipynb")
+    run = subprocess.run(
+        [str(BIN / "mini-llm"), "grade", assignment, "--course-dir", str(course)],
+        capture_output=True,
+        text=True,
+        timeout=3000,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    wrong = []
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for student, (part, table, _) in students.items():
+            grades = gb.find_submission_notebook(assignment, assignment, student).grades
+            got = {g.name: g.auto_score for g in grades if g.name in points}
+            lost = {f"{part}_tests"} if table == "BUGS" else set()
+            want = {g: (0.0 if g in lost else p) for g, p in points.items()}
+            if got != want:
+                wrong.append(f"{student}: {got}")
+    assert not wrong, "\n".join(wrong)

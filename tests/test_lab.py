@@ -166,8 +166,8 @@ def test_formgrader_grades_a_written_answer_with_typeset_math(course, lab, tab):
     tab.shot("formgrader")
     assert not tab.outside, tab.outside
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        grade = gb.find_grade(QUESTION, ASSIGNMENT, ASSIGNMENT, "writer")
-        assert grade.manual_score == GIVEN
+        saved = gb.find_grade(QUESTION, ASSIGNMENT, ASSIGNMENT, "writer")
+        assert saved.manual_score == GIVEN
 
     summary = grade(course, "--feedback-only")
     assert f"{AUTO + GIVEN:g}/{AUTO + WRITTEN:g}" in summary
