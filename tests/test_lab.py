@@ -95,6 +95,7 @@ class Tab:
         self.page = self.context.new_page()
         self.page.set_default_timeout(LOAD_MS)
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else 0)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
 
     def _route(self, route):
         url = route.request.url
@@ -159,12 +160,15 @@ def test_formgrader_grades_a_written_answer_with_typeset_math(course, lab, tab):
     assert "Loading, please wait" not in tab.page.inner_text("body")
     tab.page.goto(f"{base}/formgrader/submissions/{_submission_id(course)}/?token={token}")
     assert tab.typeset() > 0
-    box = tab.page.locator(f"input.score#{QUESTION}")
+    # typing before formgrader's script has loaded the grades is lost
+    tab.page.wait_for_function("formgrader.grades && formgrader.grades.loaded")
+    box = tab.page.locator(f"input.score.needs_manual_grade#{QUESTION}")  # ungraded, marked
     with tab.page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.ok):
         box.fill(f"{GIVEN:g}")
         box.press("Tab")
     tab.shot("formgrader")
-    assert not tab.outside, tab.outside
+    assert not tab.outside and not tab.errors, (tab.outside, tab.errors)
+    assert tab.page.evaluate("formgrader.loaded")  # its set-up ran to the end
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         saved = gb.find_grade(QUESTION, ASSIGNMENT, ASSIGNMENT, "writer")
         assert saved.manual_score == GIVEN
