@@ -21,9 +21,10 @@ from typing import NamedTuple
 import torch
 
 from mini_llm import configs, cpu_linear
+from mini_llm.bpe import BPETokenizer
 from mini_llm.checkpoint import CheckpointError, load_checkpoint
 from mini_llm.corpus import CORPORA, CorpusError, load_text
-from mini_llm.data import SPLITS, RandomBatches, load_meta, load_split, prepare
+from mini_llm.data import SPLITS, RandomBatches, load_meta, load_split, prepare, training_text
 from mini_llm.device import pick_device
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.grading import cli as grading_cli
@@ -34,10 +35,24 @@ from mini_llm.train import TrainingDivergedError, make_optimizer, train
 USER_ERRORS = (ValueError, FileNotFoundError, CheckpointError, CorpusError, TrainingDivergedError)
 
 
-def default_data_dir(corpus: str, val_fraction: float = 0.1) -> Path:
-    """``data/prepared/<corpus>-char``, with ``-val<fraction>`` for another validation share."""
+def default_data_dir(
+    corpus: str, val_fraction: float = 0.1, tokenizer: str = "char", vocab_size: int | None = None
+) -> Path:
+    """``data/prepared/<corpus>-char`` or ``<corpus>-bpe<vocab_size>``, with ``-val<fraction>``
+    for another validation share: the name says what the folder holds."""
     suffix = "" if val_fraction == 0.1 else f"-val{val_fraction:g}"
-    return Path("data/prepared") / f"{corpus}-char{suffix}"
+    kind = "char" if tokenizer == "char" else f"{tokenizer}{vocab_size}"
+    return Path("data/prepared") / f"{corpus}-{kind}{suffix}"
+
+
+def describe_tokenizer(tokenizer: dict) -> str:
+    """A tokenizer as saved in meta.json or a checkpoint, in a few words for messages."""
+    if tokenizer.get("kind") == "char":
+        return f"char ({len(tokenizer['chars'])} characters)"
+    if tokenizer.get("kind") == "bpe":
+        size = 256 + len(tokenizer["merges"]) + len(tokenizer.get("specials", []))
+        return f"byte-level BPE ({size} tokens)"
+    return str(tokenizer.get("kind"))
 
 
 # ---------------------------------------------------------------------------------- threads
@@ -85,17 +100,51 @@ def add_prepare_arguments(parser: argparse.ArgumentParser) -> None:
         help="corpus to encode: %(choices)s (default: %(default)s)",
     )
     parser.add_argument(
-        "--out", type=Path, help="output folder (default: data/prepared/<corpus>-char)"
+        "--tokenizer",
+        default="char",
+        choices=("char", "bpe"),
+        help="char: one token per character; bpe: byte-level BPE learned from the training "
+        "share (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        help=f"BPE vocabulary size (default: {DEFAULT_BPE_VOCAB})",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="output folder (default: data/prepared/<corpus>-char or <corpus>-bpe<vocab-size>)",
     )
     parser.add_argument("--val-fraction", type=float, default=0.1, help="share kept for validation")
 
 
+DEFAULT_BPE_VOCAB = 4096
+
+
 def run_prepare(args) -> None:
-    out = args.out or default_data_dir(args.corpus, args.val_fraction)
-    meta = prepare(load_text(args.corpus), out, val_fraction=args.val_fraction, corpus=args.corpus)
+    text = load_text(args.corpus)
+    tokenizer = None
+    if args.tokenizer == "char":
+        if args.vocab_size is not None:
+            raise ValueError("--vocab-size applies to --tokenizer bpe only (char: the text's)")
+    else:
+        args.vocab_size = args.vocab_size or DEFAULT_BPE_VOCAB
+        if not 256 < args.vocab_size <= 2**16:
+            raise ValueError(f"--vocab-size must be in 257…65536, got {args.vocab_size}")
+        start = time.perf_counter()
+        tokenizer = BPETokenizer.train(training_text(text, args.val_fraction), args.vocab_size)
+        print(f"learned {len(tokenizer.merges):,} merges in {time.perf_counter() - start:.1f} s")
+    out = args.out or default_data_dir(
+        args.corpus, args.val_fraction, args.tokenizer, args.vocab_size
+    )
+    meta = prepare(text, out, args.val_fraction, tokenizer, corpus=args.corpus)
+    characters = meta["train_characters"] + meta["val_characters"]
+    tokens = meta["train_tokens"] + meta["val_tokens"]
     print(
         f"wrote {out}: {meta['train_tokens']:,} train and {meta['val_tokens']:,} val tokens, "
-        f"vocabulary of {meta['vocab_size']} characters"
+        f"{describe_tokenizer(meta['tokenizer'])}, {characters / tokens:.2f} characters per token"
     )
 
 
@@ -216,9 +265,14 @@ def check_data(data_dir: Path, meta: dict, data: dict, explicit: set[str]) -> No
             f"pass corpus={corpus} or another --data"
         )
     total = meta["train_tokens"] + meta["val_tokens"]
-    if int(total * (1 - data["val_fraction"])) != meta["train_tokens"]:
+    if "val_fraction" in meta:
+        kept, matches = meta["val_fraction"], meta["val_fraction"] == data["val_fraction"]
+    else:  # folders prepared before meta.json recorded it: tell from the sizes
+        kept = meta["val_tokens"] / total
+        matches = int(total * (1 - data["val_fraction"])) == meta["train_tokens"]
+    if not matches:
         raise ValueError(
-            f"{data_dir} keeps {meta['val_tokens'] / total:.3g} of its tokens for validation, "
+            f"{data_dir} keeps {kept:.3g} of its text for validation, "
             f"not val_fraction={data['val_fraction']}; prepare it again (mini-llm prepare "
             f"--val-fraction {data['val_fraction']} --out DIR) and pass --data DIR"
         )
@@ -249,8 +303,10 @@ def prepared_data(args, run: configs.RunConfig, checkpoint: dict | None) -> tupl
     check_data(data_dir, meta, run.data, explicit)
     if checkpoint is not None and checkpoint.get("tokenizer") != meta["tokenizer"]:
         raise ValueError(
-            f"the data in {data_dir} has another vocabulary than the run in "
-            f"{args.out}; resume with the data it was trained on (--data)"
+            f"the data in {data_dir} is encoded with {describe_tokenizer(meta['tokenizer'])}, "
+            f"the run in {args.out} with another tokenizer, "
+            f"{describe_tokenizer(checkpoint.get('tokenizer') or {})}; "
+            "resume with the data it was trained on (--data)"
         )
     return data_dir, meta
 

@@ -1,7 +1,8 @@
 """Token data for training: prepare a corpus once into memory-mapped files, then draw batches.
 
-``prepare`` encodes the text, splits it (the first 90 % for training, the rest for validation,
-so validation text is text the model never trained on) and writes::
+``prepare`` splits the text (the first 90 % of its characters for training, the rest for
+validation, so validation text is text the model never trained on), encodes each part and
+writes::
 
     <out_dir>/train.bin   token ids, uint16, one after another
     <out_dir>/val.bin
@@ -24,6 +25,14 @@ from mini_llm.tokenizer import CharTokenizer, Tokenizer, tokenizer_from_dict
 SPLITS = ("train", "val")
 
 
+def training_text(text: str, val_fraction: float = 0.1) -> str:
+    """The part of ``text`` that :func:`prepare` keeps for training: a tokenizer learned from
+    it (BPE) has never seen the validation text either."""
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction must be between 0 and 1, got {val_fraction}")
+    return text[: int(len(text) * (1 - val_fraction))]
+
+
 def prepare(
     text: str,
     out_dir: str | Path,
@@ -38,27 +47,24 @@ def prepare(
     """
     if not text:
         raise ValueError("the text to prepare is empty")
-    if not 0 < val_fraction < 1:
-        raise ValueError(f"val_fraction must be between 0 and 1, got {val_fraction}")
+    train_text = training_text(text, val_fraction)
     tokenizer = tokenizer or CharTokenizer.from_text(text)
     if tokenizer.vocab_size > 2**16:
         raise ValueError(f"vocab_size {tokenizer.vocab_size} does not fit the uint16 token files")
-    ids = (
-        tokenizer.encode_array(text)
-        if hasattr(tokenizer, "encode_array")
-        else np.asarray(tokenizer.encode(text))
-    ).astype(np.uint16)
-    n_train = int(len(ids) * (1 - val_fraction))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ids[:n_train].tofile(out_dir / "train.bin")
-    ids[n_train:].tofile(out_dir / "val.bin")
+    sizes = {}
+    for split, part in zip(SPLITS, (train_text, text[len(train_text) :])):
+        ids = tokenizer.encode_array(part).astype(np.uint16)
+        ids.tofile(out_dir / f"{split}.bin")
+        sizes[f"{split}_tokens"] = len(ids)
     meta = {
         "tokenizer": {"kind": tokenizer.kind, **tokenizer.to_dict()},
         "vocab_size": tokenizer.vocab_size,
         "dtype": "uint16",
-        "train_tokens": n_train,
-        "val_tokens": len(ids) - n_train,
+        **sizes,
+        "train_characters": len(train_text),
+        "val_characters": len(text) - len(train_text),
         "val_fraction": val_fraction,
         **({"corpus": corpus} if corpus else {}),
     }

@@ -1,9 +1,11 @@
 """Tokenizers turn text into integer ids and back.
 
 :class:`Tokenizer` is the interface every tokenizer of the course fills: ``encode``, ``decode``,
-``vocab_size``, ``save`` and ``load``. :class:`CharTokenizer` is the simplest one -- one id per
-distinct character of the training text. The byte-pair-encoding tokenizer of the tokenization
-chapter registers itself in ``TOKENIZERS`` under its own ``kind`` so ``load_tokenizer`` can read it.
+``vocab_size``, ``save`` and ``load``, and :class:`OutOfVocabularyError` for input it has no id
+for. :class:`CharTokenizer` is the simplest one -- one id per distinct character of the training
+text; the word and letter ``Vocabulary`` of chapters 1-4 (``mini_llm.vocab``) and the byte-pair
+encoding of chapter 10 (``mini_llm.bpe``) are the others. Each has a ``kind``, the name saved
+files carry, so that ``load_tokenizer`` knows which one to rebuild.
 """
 
 from __future__ import annotations
@@ -15,12 +17,24 @@ from pathlib import Path
 import numpy as np
 
 
-class UnknownCharacterError(ValueError):
+class OutOfVocabularyError(ValueError):
+    """Input a tokenizer has no id for (a character, a token), or an id it has no token for."""
+
+    def __str__(self) -> str:  # a KeyError subclass would otherwise print the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownCharacterError(OutOfVocabularyError):
     """Text contains a character the tokenizer has no id for."""
 
 
 class Tokenizer(ABC):
-    """What a tokenizer offers: text ↔ ids, its vocabulary size, and saving to a JSON file."""
+    """What a tokenizer offers: input ↔ ids, its vocabulary size, and saving to a JSON file.
+
+    ``decode(encode(x)) == x`` for any input it accepts: text for the character and BPE
+    tokenizers, a sequence of tokens for a ``Vocabulary``. Anything it cannot encode, and any
+    id outside ``0 … vocab_size - 1``, raises :class:`OutOfVocabularyError`.
+    """
 
     kind: str  # the name stored in saved files, e.g. "char"
 
@@ -30,6 +44,10 @@ class Tokenizer(ABC):
 
     @abstractmethod
     def encode(self, text: str) -> list[int]: ...
+
+    def encode_array(self, text: str) -> np.ndarray:
+        """Ids of ``text`` as an int64 NumPy array."""
+        return np.asarray(self.encode(text), dtype=np.int64)
 
     @abstractmethod
     def decode(self, ids) -> str: ...
@@ -92,7 +110,7 @@ class CharTokenizer(Tokenizer):
         ids = [int(i) for i in ids]
         bad = [i for i in ids if not 0 <= i < len(self.chars)]
         if bad:
-            raise ValueError(
+            raise OutOfVocabularyError(
                 f"token id {bad[0]} is outside the vocabulary (0…{len(self.chars) - 1})"
             )
         return "".join(self.chars[i] for i in ids)
@@ -105,14 +123,17 @@ class CharTokenizer(Tokenizer):
         return cls(data["chars"])
 
 
-TOKENIZERS: dict[str, type[Tokenizer]] = {"char": CharTokenizer}
-
-
 def tokenizer_from_dict(data: dict) -> Tokenizer:
-    kind = data.get("kind")
-    if kind not in TOKENIZERS:
-        raise ValueError(f"unknown tokenizer kind {kind!r}; known kinds: {sorted(TOKENIZERS)}")
-    return TOKENIZERS[kind].from_dict(data)
+    """The tokenizer that :meth:`Tokenizer.to_dict` described, whatever its ``kind``."""
+    from mini_llm.bpe import BPETokenizer  # imported here: both modules import this one
+    from mini_llm.vocab import Vocabulary
+
+    kinds = {kind.kind: kind for kind in (CharTokenizer, Vocabulary, BPETokenizer)}
+    if data.get("kind") not in kinds:
+        raise ValueError(
+            f"unknown tokenizer kind {data.get('kind')!r}; known kinds: {sorted(kinds)}"
+        )
+    return kinds[data["kind"]].from_dict(data)
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:

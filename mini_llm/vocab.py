@@ -1,7 +1,9 @@
 """Vocabularies: the fixed list of tokens a model knows, and the integer id of each.
 
 Models work with integers, people with strings; a ``Vocabulary`` translates in both directions
-and refuses, with a clear message, a token it has never seen.
+and refuses, with a clear message, a token it has never seen. It is a
+:class:`~mini_llm.tokenizer.Tokenizer` whose input is a sequence of tokens (a string is the
+sequence of its characters) and whose ``decode`` gives that sequence back as a list.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+
+from mini_llm.tokenizer import OutOfVocabularyError, Tokenizer
 
 BOS = "<s>"
 """Begin-of-sequence token: the context before the first real token."""
@@ -24,15 +28,15 @@ def word_tokens(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-class UnknownTokenError(KeyError):
-    """A token that is not in the vocabulary."""
-
-    def __str__(self) -> str:  # KeyError would otherwise print the message in quotes
-        return str(self.args[0])
+class UnknownTokenError(OutOfVocabularyError, KeyError):
+    """A token that is not in the vocabulary (still a ``KeyError``, as it was before chapter 10
+    gave every tokenizer :class:`OutOfVocabularyError`)."""
 
 
-class Vocabulary:
+class Vocabulary(Tokenizer):
     """Tokens in a fixed order; ``stoi`` maps token -> id and ``itos`` id -> token."""
+
+    kind = "vocab"
 
     def __init__(self, tokens: Iterable[str], specials: Sequence[str] = ()):
         self.itos: list[str] = list(dict.fromkeys([*specials, *tokens]))
@@ -51,6 +55,10 @@ class Vocabulary:
         return cls(sorted(seen - set(specials)), specials)
 
     def __len__(self) -> int:
+        return len(self.itos)
+
+    @property
+    def vocab_size(self) -> int:
         return len(self.itos)
 
     def __contains__(self, token: str) -> bool:
@@ -73,9 +81,22 @@ class Vocabulary:
             ) from None
 
     def decode(self, ids: Iterable[int]) -> list[str]:
-        """Tokens of ``ids``."""
-        return [self.itos[int(i)] for i in ids]
+        """Tokens of ``ids``; an id outside the vocabulary raises ``OutOfVocabularyError``."""
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < len(self.itos)]
+        if bad:
+            raise OutOfVocabularyError(
+                f"token id {bad[0]} is outside the vocabulary (0…{len(self.itos) - 1})"
+            )
+        return [self.itos[i] for i in ids]
 
     def encode_with_boundaries(self, tokens: Iterable[str]) -> np.ndarray:
         """Ids of ``<s> tokens </s>``: the form a model with boundary tokens is trained on."""
         return self.encode([BOS, *tokens, EOS])
+
+    def to_dict(self) -> dict:
+        return {"tokens": self.itos}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Vocabulary:
+        return cls(data["tokens"])
