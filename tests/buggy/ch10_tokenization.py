@@ -1,0 +1,313 @@
+"""Known-buggy answers to the ch10_tokenization exercise: mistakes learners really make.
+
+Same layout as ``ch09_transformer.py``: each function carries the name of the exercise part it
+answers and is registered in ``BUGS[name]`` with a one-line description; the hidden tests of the
+notebook must fail every one of them while the reference passes. Among them are the mistakes
+issue 12 lists: overlapping pairs in "aaa" (counted once, or merged twice), merging by frequency
+instead of merge rank when encoding, splitting multi-byte UTF-8 characters wrongly (``ord``
+instead of bytes, decoding token by token) and forgetting the pre-tokenization boundaries.
+``ALTERNATIVES`` (at the end) holds correct answers written differently, which the hidden tests
+must accept.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from mini_llm.bpe import count_pairs as reference_count_pairs
+from mini_llm.bpe import merge as reference_merge
+from mini_llm.bpe import pretokenize
+
+from ._registry import new_registry
+
+REFERENCE = ("mini_llm.bpe",)
+"""the mini_llm modules that hold the reference of each graded part"""
+
+BUGS, ALTERNATIVES, bug, correct = new_registry()
+
+
+# ----------------------------------------------------------------------------------- count_pairs
+
+
+@bug("count_pairs", "no_overlap", "skips ahead after a match: 'aaa' counts (a, a) once")
+def _(ids):
+    counts = {}
+    i = 0
+    while i + 1 < len(ids):
+        pair = (ids[i], ids[i + 1])
+        counts[pair] = counts.get(pair, 0) + 1
+        i += 2 if pair[0] == pair[1] else 1
+    return counts
+
+
+@bug("count_pairs", "drops_last_pair", "range(len(ids) - 2): the last pair is never counted")
+def _(ids):
+    counts = {}
+    for i in range(len(ids) - 2):
+        pair = (ids[i], ids[i + 1])
+        counts[pair] = counts.get(pair, 0) + 1
+    return counts
+
+
+@bug("count_pairs", "presence_not_count", "records that a pair occurs (1), not how often")
+def _(ids):
+    return dict.fromkeys(zip(ids, ids[1:]), 1)
+
+
+# ----------------------------------------------------------------------------------------- merge
+
+
+@bug("merge", "overlapping", "steps one position after a match: 'aaa' becomes (aa, aa)")
+def _(ids, pair, new_id):
+    out = []
+    for i in range(len(ids)):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+        elif not (i > 0 and (ids[i - 1], ids[i]) == tuple(pair)):
+            out.append(ids[i])
+    return out
+
+
+@bug("merge", "drops_the_tail", "loops to len(ids) - 1 and forgets an unmerged last token")
+def _(ids, pair, new_id):
+    out = []
+    i = 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+@bug("merge", "first_only", "replaces only the first occurrence of the pair")
+def _(ids, pair, new_id):
+    for i in range(len(ids) - 1):
+        if (ids[i], ids[i + 1]) == tuple(pair):
+            return [*ids[:i], new_id, *ids[i + 2 :]]
+    return list(ids)
+
+
+@bug("merge", "in_place", "changes the caller's list while merging")
+def _(ids, pair, new_id):
+    i = 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == tuple(pair):
+            ids[i : i + 2] = [new_id]
+        i += 1
+    return ids
+
+
+# ------------------------------------------------------------------------------------- train_bpe
+
+
+def _train(chunks, vocab_size, pick=None, add=True, first_id=256):
+    """The training loop, with the mistake passed in: how the best pair is picked, whether the
+    counts of chunks add up, the first new id."""
+    if vocab_size < 256:
+        raise ValueError("vocab_size must be at least 256")
+    merges = {}
+    for new_id in range(first_id, vocab_size + first_id - 256):
+        counts: dict = {}
+        for chunk in chunks:
+            for pair, count in reference_count_pairs(chunk).items():
+                counts[pair] = counts.get(pair, 0) + count if add else count
+        if not counts:
+            break
+        best = (pick or (lambda c: min(c, key=lambda p: (-c[p], p))))(counts)
+        merges[best] = new_id
+        chunks = [reference_merge(chunk, best, new_id) for chunk in chunks]
+    return merges
+
+
+@bug("train_bpe", "no_pretokenization", "counts pairs over the whole text: merges cross chunks")
+def _(text, vocab_size):
+    return _train([list(text.encode("utf-8"))], vocab_size)
+
+
+@bug("train_bpe", "ord_not_bytes", "[ord(c) for c in chunk]: 'é' is 233, not the bytes 195 169")
+def _(text, vocab_size):
+    return _train([[ord(c) for c in chunk] for chunk in pretokenize(text)], vocab_size)
+
+
+@bug("train_bpe", "first_seen_tie", "max(counts, key=counts.get): a tie goes to the pair seen first")
+def _(text, vocab_size):
+    chunks = [list(chunk.encode("utf-8")) for chunk in pretokenize(text)]
+    return _train(chunks, vocab_size, pick=lambda counts: max(counts, key=counts.get))
+
+
+@bug("train_bpe", "counts_overwritten", "counts.update(count_pairs(chunk)): the last chunk wins")
+def _(text, vocab_size):
+    chunks = [list(chunk.encode("utf-8")) for chunk in pretokenize(text)]
+    return _train(chunks, vocab_size, add=False)
+
+
+@bug("train_bpe", "ids_from_255", "the first new id is 255, which is already a byte")
+def _(text, vocab_size):
+    chunks = [list(chunk.encode("utf-8")) for chunk in pretokenize(text)]
+    return _train(chunks, vocab_size, first_id=255)
+
+
+# ---------------------------------------------------------------------------------------- encode
+
+
+def _merge_by_rank(ids, merges):
+    while len(ids) > 1:
+        ranked = [pair for pair in zip(ids, ids[1:]) if pair in merges]
+        if not ranked:
+            break
+        first = min(ranked, key=merges.get)
+        ids = reference_merge(ids, first, merges[first])
+    return ids
+
+
+@bug("encode", "frequency_order", "merges the most frequent pair of the text, not the first learned")
+def _(text, merges):
+    ids = []
+    for chunk in pretokenize(text):
+        chunk_ids = list(chunk.encode("utf-8"))
+        while True:
+            counts = Counter(pair for pair in zip(chunk_ids, chunk_ids[1:]) if pair in merges)
+            if not counts:
+                break
+            best = max(counts, key=counts.get)
+            chunk_ids = reference_merge(chunk_ids, best, merges[best])
+        ids += chunk_ids
+    return ids
+
+
+@bug("encode", "no_pretokenization", "merges the whole text's bytes: merges apply across chunks")
+def _(text, merges):
+    return _merge_by_rank(list(text.encode("utf-8")), merges)
+
+
+@bug("encode", "ord_not_bytes", "ids are ord() of the characters, not their UTF-8 bytes")
+def _(text, merges):
+    return [i for chunk in pretokenize(text) for i in _merge_by_rank(list(map(ord, chunk)), merges)]
+
+
+@bug("encode", "one_pass", "stops after one round of merges: a token made of merged tokens is missed")
+def _(text, merges):
+    ids = []
+    for chunk in pretokenize(text):
+        chunk_ids = list(chunk.encode("utf-8"))
+        for pair in sorted(set(zip(chunk_ids, chunk_ids[1:])) & set(merges), key=merges.get):
+            chunk_ids = reference_merge(chunk_ids, pair, merges[pair])
+        ids += chunk_ids
+    return ids
+
+
+# ---------------------------------------------------------------------------------------- decode
+
+
+def _table(merges, swap=False):
+    table = [bytes([b]) for b in range(256)]
+    for a, b in merges:
+        table.append(table[b] + table[a] if swap else table[a] + table[b])
+    return table
+
+
+def _checked(ids, table):
+    ids = [int(i) for i in ids]
+    if any(not 0 <= i < len(table) for i in ids):
+        raise ValueError("token id outside the vocabulary")
+    return ids
+
+
+@bug("decode", "token_by_token", "decodes each token's bytes on its own: split characters break")
+def _(ids, merges):
+    table = _table(merges)
+    return "".join(table[i].decode("utf-8", errors="replace") for i in _checked(ids, table))
+
+
+@bug("decode", "chr_not_bytes", "chr(id) for the byte ids: code points, not UTF-8 bytes")
+def _(ids, merges):
+    table = _table(merges)
+    return "".join(
+        chr(i) if i < 256 else table[i].decode("utf-8", errors="replace")
+        for i in _checked(ids, table)
+    )
+
+
+@bug("decode", "parts_swapped", "a merged token's bytes are its second part's, then its first's")
+def _(ids, merges):
+    table = _table(merges, swap=True)
+    return b"".join(table[i] for i in _checked(ids, table)).decode("utf-8", errors="replace")
+
+
+@bug("decode", "ignores_bad_bytes", "decodes with errors='ignore': an invalid byte silently disappears")
+def _(ids, merges):
+    table = _table(merges)
+    return b"".join(table[i] for i in _checked(ids, table)).decode("utf-8", errors="ignore")
+
+
+# ---------------------------------------------------------- correct answers written differently
+
+
+@correct("count_pairs", "counter")
+def _(ids):
+    return dict(Counter(zip(ids, ids[1:])))
+
+
+@correct("merge", "for_loop_with_skip")
+def _(ids, pair, new_id):
+    out, skip = [], False
+    for i, token in enumerate(ids):
+        if skip:
+            skip = False
+        elif i + 1 < len(ids) and token == pair[0] and ids[i + 1] == pair[1]:
+            out.append(new_id)
+            skip = True
+        else:
+            out.append(token)
+    return out
+
+
+@correct("train_bpe", "distinct_chunks_with_counts")
+def _(text, vocab_size):
+    if vocab_size < 256:
+        raise ValueError("vocab_size must be at least 256")
+    words = {tuple(chunk.encode("utf-8")): n for chunk, n in Counter(pretokenize(text)).items()}
+    merges = {}
+    for new_id in range(256, vocab_size):
+        counts = Counter()
+        for word, n in words.items():
+            for pair in zip(word, word[1:]):
+                counts[pair] += n
+        if not counts:
+            break
+        best = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[0][0]
+        merges[best] = new_id
+        merged = Counter()
+        for word, n in words.items():
+            merged[tuple(reference_merge(list(word), best, new_id))] += n
+        words = merged
+    return merges
+
+
+@correct("encode", "every_merge_once_in_order")
+def _(text, merges):
+    ids = []
+    for chunk in pretokenize(text):
+        chunk_ids = list(chunk.encode("utf-8"))
+        for pair, new_id in merges.items():  # learned order: a later merge sees earlier ones
+            chunk_ids = reference_merge(chunk_ids, pair, new_id)
+        ids.extend(chunk_ids)
+    return ids
+
+
+@correct("decode", "recursive_lookup")
+def _(ids, merges):
+    parts = {new_id: pair for pair, new_id in merges.items()}
+
+    def spelled(token):
+        if token < 256:
+            return bytes([token])
+        return spelled(parts[token][0]) + spelled(parts[token][1])
+
+    ids = [int(i) for i in ids]
+    if any(not 0 <= i < 256 + len(merges) for i in ids):
+        raise ValueError("token id outside the vocabulary")
+    return b"".join(spelled(i) for i in ids).decode("utf-8", "replace")
