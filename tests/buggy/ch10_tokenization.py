@@ -12,6 +12,7 @@ must accept.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 from mini_llm.bpe import count_pairs as reference_count_pairs
@@ -51,7 +52,7 @@ def _(ids):
 
 @bug("count_pairs", "presence_not_count", "records that a pair occurs (1), not how often")
 def _(ids):
-    return dict.fromkeys(zip(ids, ids[1:]), 1)
+    return dict.fromkeys(itertools.pairwise(ids), 1)
 
 
 # ----------------------------------------------------------------------------------------- merge
@@ -132,7 +133,9 @@ def _(text, vocab_size):
     return _train([[ord(c) for c in chunk] for chunk in pretokenize(text)], vocab_size)
 
 
-@bug("train_bpe", "first_seen_tie", "max(counts, key=counts.get): a tie goes to the pair seen first")
+@bug(
+    "train_bpe", "first_seen_tie", "max(counts, key=counts.get): a tie goes to the pair seen first"
+)
 def _(text, vocab_size):
     chunks = [list(chunk.encode("utf-8")) for chunk in pretokenize(text)]
     return _train(chunks, vocab_size, pick=lambda counts: max(counts, key=counts.get))
@@ -155,7 +158,7 @@ def _(text, vocab_size):
 
 def _merge_by_rank(ids, merges):
     while len(ids) > 1:
-        ranked = [pair for pair in zip(ids, ids[1:]) if pair in merges]
+        ranked = [pair for pair in itertools.pairwise(ids) if pair in merges]
         if not ranked:
             break
         first = min(ranked, key=merges.get)
@@ -163,13 +166,15 @@ def _merge_by_rank(ids, merges):
     return ids
 
 
-@bug("encode", "frequency_order", "merges the most frequent pair of the text, not the first learned")
+@bug(
+    "encode", "frequency_order", "merges the most frequent pair of the text, not the first learned"
+)
 def _(text, merges):
     ids = []
     for chunk in pretokenize(text):
         chunk_ids = list(chunk.encode("utf-8"))
         while True:
-            counts = Counter(pair for pair in zip(chunk_ids, chunk_ids[1:]) if pair in merges)
+            counts = Counter(pair for pair in itertools.pairwise(chunk_ids) if pair in merges)
             if not counts:
                 break
             best = max(counts, key=counts.get)
@@ -188,12 +193,14 @@ def _(text, merges):
     return [i for chunk in pretokenize(text) for i in _merge_by_rank(list(map(ord, chunk)), merges)]
 
 
-@bug("encode", "one_pass", "stops after one round of merges: a token made of merged tokens is missed")
+@bug(
+    "encode", "one_pass", "stops after one round of merges: a token made of merged tokens is missed"
+)
 def _(text, merges):
     ids = []
     for chunk in pretokenize(text):
         chunk_ids = list(chunk.encode("utf-8"))
-        for pair in sorted(set(zip(chunk_ids, chunk_ids[1:])) & set(merges), key=merges.get):
+        for pair in sorted(set(itertools.pairwise(chunk_ids)) & set(merges), key=merges.get):
             chunk_ids = reference_merge(chunk_ids, pair, merges[pair])
         ids += chunk_ids
     return ids
@@ -237,7 +244,11 @@ def _(ids, merges):
     return b"".join(table[i] for i in _checked(ids, table)).decode("utf-8", errors="replace")
 
 
-@bug("decode", "ignores_bad_bytes", "decodes with errors='ignore': an invalid byte silently disappears")
+@bug(
+    "decode",
+    "ignores_bad_bytes",
+    "decodes with errors='ignore': an invalid byte silently disappears",
+)
 def _(ids, merges):
     table = _table(merges)
     return b"".join(table[i] for i in _checked(ids, table)).decode("utf-8", errors="ignore")
@@ -248,7 +259,7 @@ def _(ids, merges):
 
 @correct("count_pairs", "counter")
 def _(ids):
-    return dict(Counter(zip(ids, ids[1:])))
+    return dict(Counter(itertools.pairwise(ids)))
 
 
 @correct("merge", "for_loop_with_skip")
@@ -274,11 +285,11 @@ def _(text, vocab_size):
     for new_id in range(256, vocab_size):
         counts = Counter()
         for word, n in words.items():
-            for pair in zip(word, word[1:]):
+            for pair in itertools.pairwise(word):
                 counts[pair] += n
         if not counts:
             break
-        best = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[0][0]
+        best = min(counts.items(), key=lambda item: (-item[1], item[0]))[0]
         merges[best] = new_id
         merged = Counter()
         for word, n in words.items():

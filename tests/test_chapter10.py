@@ -1,0 +1,167 @@
+"""Chapter 10's rendered page: every number its prose states is a glued value shown on the page,
+recomputed here with ``mini_llm`` where that is cheap, and every comparison the prose makes
+holds for those values."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import re
+
+import pytest
+from _book_helpers import read_page
+
+from mini_llm.bench import flops_per_token
+from mini_llm.bpe import BPETokenizer
+from mini_llm.corpus import load_text
+from mini_llm.data import training_text
+from mini_llm.gpt import GPTConfig
+from mini_llm.tokenizer import CharTokenizer
+from mini_llm.vocab import Vocabulary, word_tokens
+
+PAGE = "ch10_tokenization"
+
+
+@pytest.fixture(scope="module")
+def page(built_book):
+    return read_page(built_book, PAGE)
+
+
+@pytest.fixture(scope="module")
+def glued(built_book):
+    """name -> value of every glue() call, as the executed page recorded it."""
+    executed = built_book.parent / "jupyter_execute" / f"{PAGE}.glue.json"
+    records = json.loads(executed.read_text(encoding="utf-8"))
+    return {
+        name: ast.literal_eval(record["data"]["text/plain"]) for name, record in records.items()
+    }
+
+
+def shown(page, glued, name, spec=""):
+    """The glued value, after checking that the prose shows it formatted with ``spec``."""
+    _, text = page
+    value = glued[name]
+    assert format(value, spec) in text, f"{name} = {format(value, spec)} not on the page"
+    return value
+
+
+@pytest.fixture(scope="module")
+def texts():
+    text = load_text("shakespeare")
+    train = training_text(text)
+    return train, text[len(train) :]
+
+
+@pytest.fixture(scope="module")
+def page_bpe(texts):
+    """The page's tokenizer, trained again the same way."""
+    return BPETokenizer.train(texts[0][:1_500_000], 4096)
+
+
+def test_out_of_vocabulary_share_is_recomputed(page, glued, texts):
+    train, held_out = texts
+    words = Vocabulary.from_sequences([word_tokens(train)])
+    unseen = [w for w in word_tokens(held_out) if w not in words]
+    assert shown(page, glued, "ch10_oov_pct", ".1f") == pytest.approx(
+        100 * len(unseen) / len(word_tokens(held_out))
+    )
+    assert shown(page, glued, "ch10_oov_distinct", ",") == len(set(unseen)) > 0
+    _, text = page
+    assert "UnknownTokenError: token 'robot' is not in the vocabulary" in text
+    assert "UnknownCharacterError: character 'ï' (U+00EF)" in text
+    assert len(CharTokenizer.from_text(train).chars) == int(
+        re.search(r"vocabulary of (\d+) characters", text).group(1)
+    )
+
+
+def test_merges_by_hand_and_pre_tokenization(page, glued):
+    _, text = page
+    assert "256: b't' + b'h' -> b'th'" in re.sub(r" +", " ", text)
+    crossing = shown(page, glued, "ch10_crossing")
+    assert crossing > 0  # "without chunks, N of the first 60 merges cross a word boundary"
+    assert f"without chunks, {crossing} of 60 merges cross" in text
+    assert "with chunks: 0 of 60" in text  # "with them, none can"
+
+
+def test_fast_training_learns_the_same_merges_faster(page, glued):
+    assert shown(page, glued, "ch10_same_merges") == "True"
+    assert shown(page, glued, "ch10_speedup", ".0f") > 1  # "the fast version is N times faster"
+
+
+def test_characters_per_token_curve_and_library(page, glued, texts, page_bpe):
+    sizes = [256, 512, 1024, 2048, 4096]
+    per_token = {size: shown(page, glued, f"ch10_cpt_{size}", ".2f") for size in sizes}
+    assert per_token[256] == 1.0
+    sample = texts[1][:150_000]
+    assert per_token[4096] == pytest.approx(len(sample) / len(page_bpe.encode(sample)))
+    # "each doubling of the vocabulary buys less than the one before"
+    gains = [per_token[b] - per_token[a] for a, b in itertools.pairwise(sizes)]
+    assert all(g > 0 for g in gains) and gains == sorted(gains, reverse=True)
+    library = shown(page, glued, "ch10_cpt_library", ".2f")
+    gap = shown(page, glued, "ch10_cpt_gap_pct", ".1f")
+    assert gap == pytest.approx(100 * abs(per_token[4096] / library - 1))
+    assert gap <= 2  # "compresses about as well"
+
+
+def test_embedding_share(page, glued):
+    gpt2 = GPTConfig(vocab_size=50257, n_embd=768, n_layer=12, n_head=12, block_size=1024)
+    assert shown(page, glued, "ch10_gpt2_share_pct", ".0f") == pytest.approx(
+        100 * 50257 * 768 / gpt2.parameter_count()
+    )
+    small = GPTConfig(vocab_size=4096, n_embd=128, n_layer=4, n_head=4, block_size=64)
+    share = shown(page, glued, "ch10_small_share_4096_pct", ".0f")
+    assert share == pytest.approx(100 * 4096 * 128 / small.parameter_count())
+    # "the small model with 4,096 tokens already keeps" more of its weights there than GPT-2
+    assert share > glued["ch10_gpt2_share_pct"]
+
+
+def test_char_and_bpe_models_get_the_same_flops_and_the_verdict_matches_the_seeds(page, glued):
+    _, text = page
+    bpe_steps = shown(page, glued, "ch10_bpe_steps")
+    char_steps = shown(page, glued, "ch10_char_steps")
+    shape = {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64}
+    chars = int(re.search(r"vocabulary of (\d+) characters", text).group(1))
+    ratio = flops_per_token(GPTConfig(vocab_size=512, **shape)) / flops_per_token(
+        GPTConfig(vocab_size=chars, **shape)
+    )
+    assert char_steps == round(bpe_steps * ratio) > bpe_steps
+    flops = re.findall(r"steps of 16 x 64 tokens, (\S+) training FLOPs", text)
+    assert len(flops) == 2 and abs(float(flops[0]) / float(flops[1]) - 1) < 0.01
+    seeds = {
+        name: [float(v) for v in values.split(", ")]
+        for name, values in re.findall(
+            r"(characters|BPE 512): .*?seeds: (\d\.\d+, \d\.\d+, \d\.\d+)", text, re.DOTALL
+        )
+    }
+    assert {len(v) for v in seeds.values()} == {3}
+    for name, key in (("characters", "char"), ("BPE 512", "bpe")):
+        mean = shown(page, glued, f"ch10_bpc_{key}_mean", ".3f")
+        assert mean == pytest.approx(sum(seeds[name]) / 3, abs=1e-3)
+        shown(page, glued, f"ch10_bpc_{key}_std", ".3f")
+    verdict = shown(page, glued, "ch10_bpc_verdict")
+    below = max(seeds["BPE 512"]) < min(seeds["characters"])
+    assert verdict.startswith("every BPE seed ends below") == below
+
+
+def test_artefacts(page, glued, texts, page_bpe):
+    train, _ = texts
+    assert shown(page, glued, "ch10_king_tokens") == 3
+    frequent, rare = glued["ch10_frequent_name"], glued["ch10_rare_name"]
+    assert shown(page, glued, "ch10_frequent_name") == train.count(" Coriolanus")
+    assert shown(page, glued, "ch10_rare_name") == train.count(" Volumnia")
+    frequent_tokens = shown(page, glued, "ch10_frequent_name_tokens")
+    rare_tokens = shown(page, glued, "ch10_rare_name_tokens")
+    assert frequent_tokens == len(page_bpe.encode(" Coriolanus")) == 1
+    assert rare_tokens == len(page_bpe.encode(" Volumnia")) > 1
+    assert frequent > rare  # "one token or many by frequency"
+    assert shown(page, glued, "ch10_digits") == sum(c.isdigit() for c in train)
+    assert shown(page, glued, "ch10_year_tokens") == len(page_bpe.encode("1599")) == 4
+
+
+def test_figures_and_diagram_are_referred_to(page):
+    raw, text = page
+    for number in range(1, 5):
+        assert f"Fig. 10.{number}" in text
+    assert re.search(r"<(object|img)[^>]+graphviz", raw), "the diagram is not rendered"
+    assert "digraph bpe" not in text
