@@ -94,7 +94,8 @@ class CharTokenizer(Tokenizer):
 
     def encode_array(self, text: str) -> np.ndarray:
         """Ids of ``text`` as a NumPy array, vectorised so millions of characters take a second."""
-        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        # surrogatepass: a lone surrogate is a code point like any other (known or unknown)
+        codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         table = np.full(max(max(map(ord, self.chars)), int(codes.max(initial=0))) + 1, -1, np.int64)
         table[[ord(ch) for ch in self.chars]] = np.arange(len(self.chars))
         ids = table[codes]

@@ -218,6 +218,9 @@ def test_every_tokenizer_answers_the_same_calls(tokenizer, example, tmp_path):
 def test_unknown_input_is_one_error_type_and_the_old_names_still_catch_it():
     with pytest.raises(OutOfVocabularyError, match="'z'"):
         CharTokenizer.from_text("abc").encode("abz")
+    with pytest.raises(OutOfVocabularyError, match="U\\+D800"):  # a lone surrogate, too
+        CharTokenizer.from_text("abc").encode("a\ud800")
+    assert CharTokenizer.from_text("a\ud800").encode("\ud800a") == [1, 0]
     with pytest.raises(OutOfVocabularyError, match="'robot'") as caught:
         Vocabulary.from_sequences([["a", "robot?"]]).encode(["robot"])
     assert isinstance(caught.value, (KeyError, UnknownTokenError))
