@@ -12,7 +12,7 @@ import re
 import pytest
 from _book_helpers import read_page
 
-from mini_llm.bench import flops_per_token
+from mini_llm.bench import gpt_flops_per_token
 from mini_llm.bpe import BPETokenizer
 from mini_llm.corpus import load_text
 from mini_llm.data import training_text
@@ -122,7 +122,7 @@ def test_char_and_bpe_models_get_the_same_flops_and_the_verdict_matches_the_seed
     char_steps = shown(page, glued, "ch10_char_steps")
     shape = {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64}
     chars = int(re.search(r"vocabulary of (\d+) characters", text).group(1))
-    ratio = flops_per_token(GPTConfig(vocab_size=512, **shape)) / flops_per_token(
+    ratio = gpt_flops_per_token(GPTConfig(vocab_size=512, **shape)) / gpt_flops_per_token(
         GPTConfig(vocab_size=chars, **shape)
     )
     assert char_steps == round(bpe_steps * ratio) > bpe_steps
