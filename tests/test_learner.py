@@ -377,7 +377,7 @@ def test_export_never_overwrites_what_it_did_not_write(tmp_path):
     export(root, tmp_path / "package")
     (tmp_path / "package" / "notes.txt").write_text("mine")
     copy_course(root, ["ch02_ngrams"])
-    export(root, tmp_path / "package")  # an earlier export is replaced, the rest is kept
+    export(str(root), str(tmp_path / "package"))  # an earlier export is replaced (str paths)
     assert (tmp_path / "package" / "notes.txt").read_text() == "mine"
     assert (tmp_path / "package" / "ch02_ngrams.py").exists()
 

@@ -189,9 +189,10 @@ def _check_destination(out: Path) -> list[str]:
     return [*earlier.get("files", []), MANIFEST]
 
 
-def export(source: Path, out: Path) -> list[ExportedPart]:
+def export(source: str | Path, out: str | Path) -> list[ExportedPart]:
     """Write the learner package of the notebooks in ``source`` into ``out``; the status of every
     registered part, in chapter order."""
+    source, out = Path(source), Path(out)
     if not source.is_dir():
         raise LearnerError(
             f"{source} is not a folder; pass the folder that holds your exercise notebooks, "
