@@ -7,14 +7,17 @@ import ast
 import json
 import math
 import re
+import shlex
 
 import numpy as np
 import pytest
 import torch
 from _book_helpers import BOOK_DIR, html_tables, read_page
 
-from mini_llm.configs import CONFIGS
+from mini_llm.cli import DEFAULT_CONFIG, build_parser
+from mini_llm.configs import CONFIGS, resolve
 from mini_llm.gpt import GPTConfig, parameter_count
+from mini_llm.learner.registry import PARTS, parts_of
 
 PAGE = "ch11_gpt"
 
@@ -190,3 +193,67 @@ def test_same_logits_as_gpt2(page, glued):
     _, text = page
     found = re.search(r"parameters: transformers ([\d,]+), parameter_count ([\d,]+)", text)
     assert found[1] == found[2]
+
+
+SOLVED = ("ch08_self_attention", "ch09_transformer", "ch11_gpt")
+"""the chapters whose solutions stand in for the learner's notebooks"""
+
+
+def test_your_own_gpt_trains_like_the_reference_and_check_names_the_bug(page, glued):
+    _, text = page
+    flat = " ".join(text.split())
+    solved = [part for assignment in SOLVED for part in parts_of(assignment)]
+    assert glued["ch11_own_yours"] == len(solved)  # every part of the three chapters
+    assert f"{len(solved)} of {len(PARTS)} are yours" in flat
+    # "the curves coincide", not to the last bit, and rounding differences grow a little
+    assert 0 < glued["ch11_own_gap"] <= 1e-3
+    assert glued["ch11_own_forward_gap"] <= 1e-5  # float32 rounding of the logits
+    assert glued["ch11_own_forward_gap"] < glued["ch11_own_gap"]
+    shown = re.search(r"yours - reference: (\d\.\de[+-]\d+)", flat)
+    assert float(shown[1]) == pytest.approx(glued["ch11_own_gap"], rel=0.05)
+    # the sampler is the learner's and gives the reference's text
+    assert glued["ch11_own_sample_same"] == "True"
+    assert "same model and seed, gives the same text: True" in flat
+    # the bug: check names the part and exits 1; the others agree; training departs
+    assert "$ mini-llm learner check buggy (exit status 1)" in flat
+    assert flat.count("DEVIATES") == 1
+    assert re.search(
+        r"ch08_self_attention\.scaled_dot_product_attention present visible tests fail: "
+        r"[^|]*\| DEVIATES: max \|yours - reference\| = \S+, on probe \d+ at the GPT's shapes",
+        flat,
+    )
+    assert (
+        "first part that deviates: ch08_self_attention.scaled_dot_product_attention "
+        "(max |yours - reference| = " in flat
+    )
+    left_out = re.search(r"left out: (\d+) lines of parts that agree", flat)
+    assert int(left_out[1]) == len(solved) - 1  # "every other exported part agrees"
+    assert glued["ch11_own_bug_gap"] > 10 * glued["ch11_own_gap"]
+    assert glued["ch11_own_bug_ratio"] == pytest.approx(
+        glued["ch11_own_bug_gap"] / glued["ch11_own_gap"]
+    )
+    bug_shown = re.search(r"training losses with the bug: ([\d.]+)", flat)
+    assert float(bug_shown[1]) == pytest.approx(glued["ch11_own_bug_gap"], abs=5e-4)
+
+
+def test_the_try_it_commands_are_valid(page):
+    """The shell block of "Your own GPT": each command parses, and train's overrides are keys of
+    the config (the block is shown, not run)."""
+    source = (BOOK_DIR / f"{PAGE}.md").read_text(encoding="utf-8")
+    section = source.split("## Your own GPT", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.DOTALL)[1]
+    commands = [
+        shlex.split(line.partition("#")[0]) for line in block.replace("\\\n", " ").splitlines()
+    ]
+    actions = []
+    for words in commands:
+        assert words[0] == ".venv/bin/mini-llm", words
+        args = build_parser().parse_args(words[1:])
+        actions.append(" ".join(words[1:3]))
+        if args.command == "train":
+            resolve(DEFAULT_CONFIG, args.overrides)  # an unknown key raises
+    assert actions[:2] == ["learner export", "learner check"]
+    assert sum("--learner" in words for words in commands) == 2  # train and sample
+    _, text = page
+    shown = " ".join(text.split())
+    assert all(" ".join(line.split()) in shown for line in block.splitlines())
