@@ -8,8 +8,10 @@ page imports: the imports of its code cells, then, transitively, the imports of 
 too, and the packages' ``__init__.py`` that Python runs on the way). It hashes those files.
 When a page's hash differs from the one recorded at its last successful build, the page's
 cache entry is dropped and the page is read again, so it executes again. Editing the grader
-re-executes no chapter; editing ``gpt.py`` re-executes the chapters that reach it. It also
-warns when a chapter executes for longer than its budget in book/chapters.yml.
+re-executes no chapter; editing ``gpt.py`` re-executes the chapters that reach it. Files
+outside the package that a page reads (chapter 11 exports notebooks of ``solutions/``) are
+named by the chapter's ``inputs`` in book/chapters.yml and hashed the same way. It also warns
+when a chapter executes for longer than its budget in book/chapters.yml.
 
 Not seen: imports made from strings (``importlib.import_module(name)``) or by ``exec``.
 """
@@ -126,6 +128,24 @@ class ModuleGraph:
         }
 
 
+def input_fingerprint(repo: Path, patterns: list[str]) -> dict[str, str]:
+    """Path (relative to ``repo``) -> SHA-256 of each file that the glob ``patterns`` match."""
+    files = sorted({path for pattern in patterns for path in repo.glob(pattern) if path.is_file()})
+    return {
+        str(path.relative_to(repo)): hashlib.sha256(path.read_bytes()).hexdigest() for path in files
+    }
+
+
+def manifest_entries(srcdir: Path) -> dict[str, dict]:
+    """The chapters of book/chapters.yml by page name ({} for a book without the manifest)."""
+    manifest = Path(srcdir) / "chapters.yml"
+    if not manifest.exists():
+        return {}
+    import yaml
+
+    return {c["page"]: c for c in yaml.safe_load(manifest.read_text(encoding="utf-8"))["chapters"]}
+
+
 def _record_path(env) -> Path:
     return Path(env.mystnb_config.execution_cache_path) / RECORD_FILE
 
@@ -166,11 +186,14 @@ def outdate_pages_whose_modules_changed(app, env, added, changed, removed) -> li
     record_path = _record_path(env)
     recorded = json.loads(record_path.read_text()) if record_path.exists() else {}
     graph = ModuleGraph(Path(app.srcdir).parent / PACKAGE)
+    chapters = manifest_entries(Path(app.srcdir))
     app.chapter_dependencies = pending = {}
     outdated = []
     for docname in sorted(env.found_docs):
         page = Path(env.doc2path(docname))
         current = graph.fingerprint(graph.page_dependencies(page))
+        inputs = chapters.get(docname, {}).get("inputs") or []
+        current.update(input_fingerprint(Path(app.srcdir).parent, inputs))
         before = recorded.get(docname)
         if before == current or (before is None and not current):  # nothing to go stale
             continue
@@ -204,15 +227,13 @@ def warn_over_budget(app, doctree) -> None:
     """Sphinx ``doctree-read``: warn when a page's execution took longer than the budget
     (``budget_s``) that book/chapters.yml gives its chapter. A warning, not an error: the time
     depends on the machine and on what else it is running."""
-    manifest = Path(app.srcdir) / "chapters.yml"
     exec_data = getattr(app.env, "nb_metadata", {}).get(app.env.docname, {}).get("exec_data")
-    if not manifest.exists() or not exec_data or exec_data.get("runtime") is None:
+    if not exec_data or exec_data.get("runtime") is None:
         return
-    import yaml
     from sphinx.util import logging
 
-    chapters = yaml.safe_load(manifest.read_text(encoding="utf-8"))["chapters"]
-    budget = {c["page"]: float(c["budget_s"]) for c in chapters}.get(app.env.docname)
+    chapter = manifest_entries(Path(app.srcdir)).get(app.env.docname)
+    budget = None if chapter is None else float(chapter["budget_s"])
     if budget is not None and exec_data["runtime"] > budget:
         logging.getLogger(__name__).warning(
             f"{app.env.docname} took {exec_data['runtime']:.0f} s to execute, over its budget "

@@ -39,6 +39,7 @@ FIELDS = [
     "bugs",
     "budget_s",
 ]
+OPTIONAL_FIELDS = ["inputs"]
 PAGE_RE = re.compile(r"^ch(\d\d)_[a-z0-9_]+$")
 BEGIN_TABLE = "% BEGIN GENERATED chapter table: edit book/chapters.yml, then run `make toc`"
 END_TABLE = "% END GENERATED chapter table"
@@ -60,6 +61,7 @@ class Chapter:
     assignment: str | None
     bugs: str | None
     budget_s: float
+    inputs: tuple[str, ...] = ()  # globs of files outside mini_llm the page reads
 
     @property
     def ready(self) -> bool:
@@ -91,7 +93,7 @@ class Manifest:
 def _chapter(entry: dict, parts: tuple[str, ...]) -> Chapter:
     where = f"{MANIFEST.name}, chapter {entry.get('number', '?')}"
     missing = [f for f in FIELDS if f not in entry]
-    unknown = sorted(set(entry) - set(FIELDS))
+    unknown = sorted(set(entry) - set(FIELDS) - set(OPTIONAL_FIELDS))
     if missing or unknown:
         raise ManifestError(f"{where}: missing fields {missing}, unknown fields {unknown}")
     page = PAGE_RE.match(str(entry["page"]))
@@ -118,6 +120,7 @@ def _chapter(entry: dict, parts: tuple[str, ...]) -> Chapter:
         assignment=assignment,
         bugs=bugs,
         budget_s=float(entry["budget_s"]),
+        inputs=tuple(entry.get("inputs") or ()),
     )
     if chapter.ready:
         _check_files(chapter, where)
