@@ -129,9 +129,11 @@ def _grade(root: Path, assignment: str) -> Path:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, grader_path) -> dict[str, Path]:
-    """assignment -> its graded course directory; the assignments are graded side by side."""
+    """assignment -> its graded course directory; the assignments are graded side by side, a
+    few at a time (twelve nbgrader runs at once on 2 cores only wait on each other, and start a
+    dozen kernels at the same moment)."""
     roots = {a: tmp_path_factory.mktemp(f"course-{a}") for a in ASSIGNMENTS}
-    with ThreadPoolExecutor(max_workers=len(ASSIGNMENTS)) as pool:
+    with ThreadPoolExecutor(max_workers=min(4, len(ASSIGNMENTS))) as pool:
         futures = {a: pool.submit(_grade, roots[a], a) for a in ASSIGNMENTS}
         return {a: future.result() for a, future in futures.items()}
 
