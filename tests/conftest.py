@@ -67,12 +67,26 @@ def _about_chapter(item, chapter) -> bool:
     )
 
 
+def xdist_group(item) -> str:
+    """The worker queue a test joins under `pytest -n 2 --dist loadgroup` (`make test`): the book
+    build and every test of its pages on one worker (the build runs once), every grading run
+    on one worker (they are the other long chain, and share the course's nbgrader state), any
+    other test with the rest of its module (its module-scoped fixtures are built once)."""
+    if "book_build" in item.fixturenames:
+        return "book"
+    if "grader_path" in item.fixturenames:
+        return "grading"
+    return item.path.stem
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for fixture, markers in MARKERS_BY_FIXTURE.items():
             if fixture in item.fixturenames:
                 for marker in markers:
                     item.add_marker(marker)
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
     if config.getoption("--chapter"):
         chapter = selected_chapters()[0]
         keep = [item for item in items if _about_chapter(item, chapter)]
