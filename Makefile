@@ -37,11 +37,11 @@ book: setup
 book-clean:
 	rm -rf book/_build
 
-# Two workers (`--dist loadgroup`, groups in tests/conftest.py): the book build and the grading
-# runs, the two long chains, go side by side. JOBS=0 runs everything in one process.
+# Two workers (units of work in tests/conftest.py): the book build with its page tests on one,
+# the grading runs and the rest on the other. JOBS=0 runs everything in one process.
 JOBS ?= 2
 test: setup browser
-	$(BIN)/python -m pytest $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadgroup) $(if $(CH),--chapter $(CH)) --durations=25
+	$(BIN)/python -m pytest $(if $(filter-out 0,$(JOBS)),-n $(JOBS)) $(if $(CH),--chapter $(CH)) --durations=25
 
 # The fast loop. Order-only on the stamp: an existing .venv is used as it is (`make setup`
 # updates it).

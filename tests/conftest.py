@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,26 +68,41 @@ def _about_chapter(item, chapter) -> bool:
     )
 
 
-def xdist_group(item) -> str:
-    """The worker queue a test joins under `pytest -n 2 --dist loadgroup` (`make test`): the book
-    build and every test of its pages on one worker (the build runs once), every grading run
-    on one worker (they are the other long chain, and share the course's nbgrader state), any
-    other test with the rest of its module (its module-scoped fixtures are built once)."""
-    if "book_build" in item.fixturenames:
-        return "book"
-    if "grader_path" in item.fixturenames:
-        return "grading"
-    return item.path.stem
+BOOK_TEST_FILES = re.compile(r"test_(book|browser|chapter\d+)\.py")
+"""the files whose tests use the built book: `make test`'s workers run them all on one worker"""
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work a test belongs to under `pytest -n 2` (`make test`): every test of the
+    built book in one unit, so that one worker builds the book while the other runs the rest
+    (the grading runs, the other long chain); any other test with the rest of its file, whose
+    module-scoped fixtures are then made once."""
+    file = nodeid.split("::")[0]
+    return "book" if BOOK_TEST_FILES.fullmatch(Path(file).name) else file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByScope(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ByScope(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for fixture, markers in MARKERS_BY_FIXTURE.items():
             if fixture in item.fixturenames:
                 for marker in markers:
                     item.add_marker(marker)
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+        if "book_build" in item.fixturenames and xdist_scope(item.nodeid) != "book":
+            raise pytest.UsageError(
+                f"{item.nodeid} uses the built book: name its file to match BOOK_TEST_FILES "
+                "in tests/conftest.py, or `make test` builds the book on two workers at once"
+            )
     if config.getoption("--chapter"):
         chapter = selected_chapters()[0]
         keep = [item for item in items if _about_chapter(item, chapter)]
