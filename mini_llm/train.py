@@ -44,6 +44,7 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
+from mini_llm import schedules
 from mini_llm.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -136,14 +137,15 @@ SCHEDULE_KEYS = (
 def learning_rate_at(step: int, config: TrainConfig) -> float:
     """Linear warm-up from ~0 to ``learning_rate``, then cosine decay down to ``min_lr``.
 
-    With ``schedule="noam"``: :func:`mini_llm.transformer.noam_learning_rate` (steps counted
-    from 1), rescaled so that its peak, at step ``warmup_iters``, is ``learning_rate``.
+    With ``schedule="noam"``: chapter 9's :func:`mini_llm.schedules.noam_learning_rate` (steps
+    counted from 1; looked up when called, so that ``mini-llm train --learner`` uses the
+    learner's), rescaled so that its peak, at step ``warmup_iters``, is ``learning_rate``.
     """
     if config.schedule == "noam":
-        from mini_llm.transformer import noam_learning_rate
-
         warmup = config.warmup_iters
-        return config.learning_rate * noam_learning_rate(step + 1, 1, warmup) * warmup**0.5
+        return (
+            config.learning_rate * schedules.noam_learning_rate(step + 1, 1, warmup) * warmup**0.5
+        )
     return warmup_cosine_learning_rate(
         step,
         config.learning_rate,

@@ -25,6 +25,10 @@ from mini_llm.attention import (
     multi_head_attention,
 )
 
+# Chapter 9's learning-rate schedule; it lives in mini_llm.schedules, which the training loop
+# imports without loading this module.
+from mini_llm.schedules import noam_learning_rate  # noqa: F401 (re-exported)
+
 
 def layer_norm(
     x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, eps: float = 1e-5
@@ -318,14 +322,3 @@ def transformer_parameter_count(
         + decoder_layers * decoder_layer
         + final_norms * norm
     )
-
-
-def noam_learning_rate(step: int, d_model: int, warmup: int) -> float:
-    """The paper's schedule: d_model^-0.5 · min(step^-0.5, step · warmup^-1.5).
-
-    ``step`` counts updates from 1. The rate grows linearly for ``warmup`` steps, peaks at
-    step = warmup (where both terms are equal) and then decays as 1/√step.
-    """
-    if step < 1 or d_model < 1 or warmup < 1:
-        raise ValueError(f"need step, d_model and warmup >= 1, got {step}, {d_model}, {warmup}")
-    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)

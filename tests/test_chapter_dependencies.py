@@ -169,6 +169,19 @@ def test_found_modules_include_every_module_python_loads(loaded_by_python, chapt
     assert loaded <= GRAPH.page_dependencies(chapter.source)
 
 
+@pytest.mark.parametrize("module", ["mini_llm.attention", "mini_llm.transformer"])
+def test_attention_and_the_transformer_reach_only_the_chapters_that_load_them(
+    loaded_by_python, module
+):
+    """The training loop's noam schedule lives in mini_llm.schedules, not beside the Transformer:
+    editing attention.py or transformer.py re-executes the chapters that use them (through the
+    GPT too), not every chapter that trains a model."""
+    assert module not in GRAPH.closure({"mini_llm.train"})
+    found = {chapter.page for chapter in READY if module in GRAPH.page_dependencies(chapter.source)}
+    loaded = {page for page, modules in loaded_by_python.items() if module in modules}
+    assert found and found == loaded
+
+
 # A page of the throwaway book: imports from the throwaway package beside the book, which the
 # first line puts before the course's own mini_llm.
 PAGE = """

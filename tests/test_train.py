@@ -141,7 +141,7 @@ def test_the_schedule_from_plain_numbers_is_the_configs_and_refuses_a_negative_s
 
 
 def test_noam_schedule_is_the_papers_peaking_at_learning_rate():
-    from mini_llm.transformer import noam_learning_rate
+    from mini_llm.transformer import noam_learning_rate  # chapter 9's, re-exported there
 
     config = TrainConfig(learning_rate=2.0, warmup_iters=16, max_iters=100, schedule="noam")
     rates = [learning_rate_at(step, config) for step in range(100)]
@@ -160,6 +160,16 @@ def test_noam_schedule_is_the_papers_peaking_at_learning_rate():
         quiet(max_iters=3, schedule="noam", warmup_iters=2),
     )
     assert result.step == 3
+
+
+def test_noam_schedule_is_looked_up_when_called(monkeypatch):
+    """``mini-llm train --learner`` swaps ``schedules.noam_learning_rate`` for the learner's
+    (mini_llm/learner/registry.py); the loop must call whatever is there then."""
+    from mini_llm import schedules
+
+    config = TrainConfig(learning_rate=2.0, warmup_iters=4, schedule="noam")
+    monkeypatch.setattr(schedules, "noam_learning_rate", lambda step, d_model, warmup: 0.25)
+    assert learning_rate_at(7, config) == pytest.approx(2.0 * 0.25 * 4**0.5)
 
 
 def test_threads_apply_during_training_only():

@@ -78,7 +78,7 @@ ch08_self_attention sinusoidal_positional_encoding  mini_llm.attention
 ch09_transformer    layer_norm                      mini_llm.transformer  also=mini_llm.gpt:normalize:norm_module
 ch09_transformer    feed_forward                    mini_llm.transformer
 ch09_transformer    attention_sublayer              mini_llm.transformer
-ch09_transformer    noam_learning_rate              mini_llm.transformer
+ch09_transformer    noam_learning_rate              mini_llm.schedules
 ch09_transformer    transformer_parameter_count     mini_llm.transformer
 ch10_tokenization   count_pairs                     mini_llm.bpe
 ch10_tokenization   merge                           mini_llm.bpe
