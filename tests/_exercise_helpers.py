@@ -6,6 +6,7 @@ Used by test_exercises_sync.py, test_autograde.py and test_hidden_tests.py.
 from __future__ import annotations
 
 import importlib
+import random
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from types import ModuleType
 
 import nbformat
 import numpy as np
+import torch
 from _book_helpers import manifest, selected_chapters
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,8 +127,14 @@ def bug_module(assignment: str) -> ModuleType | None:
 
 def check_failure(code: str, part: str, implementation) -> str | None:
     """Run test-cell code with ``implementation`` bound to the name ``part``: the message of the
-    AssertionError it raises, or None when every check passes."""
+    AssertionError it raises, or None when every check passes. The global random generators
+    are seeded first: a bug that draws from them (instead of the generator it is given) then
+    passes or fails the same way in every process, so parametrizations built from this answer
+    are identical on every pytest worker."""
     namespace = {"__name__": "__exercise__", part: implementation}
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
     with np.errstate(all="ignore"):
         try:
             exec(compile(code, f"<{part}_tests>", "exec"), namespace)  # noqa: S102 - our notebook
