@@ -125,6 +125,43 @@ def _(n):
     return (_group(thousands) + ["thousand"] if thousands else []) + tail
 
 
+def _speller(ones, tens):
+    """number_to_words with the learner's own tables (a wrong word in a rarely used entry)."""
+
+    def number_to_words(n):
+        if not 0 <= n < 1_000_000:
+            raise ValueError(n)
+
+        def group(m):
+            words = [ones[m // 100], "hundred"] if m >= 100 else []
+            m %= 100
+            words += [tens[m // 10]] if m >= 20 else []
+            m = m % 10 if m >= 20 else m
+            return words + ([ones[m]] if m else [])
+
+        if n == 0:
+            return ["zero"]
+        thousands, rest = divmod(n, 1000)
+        return (group(thousands) + ["thousand"] if thousands else []) + group(rest)
+
+    return number_to_words
+
+
+def _replaced(table, old, new):
+    return [new if word == old else word for word in table]
+
+
+bug("number_to_words", "misspelled_fourteen", "'forteen' in the table of ones: 14 -> forteen")(
+    _speller(_replaced(_ONES, "fourteen", "forteen"), _TENS)
+)
+bug("number_to_words", "misspelled_eighteen", "'eightteen' in the table of ones")(
+    _speller(_replaced(_ONES, "eighteen", "eightteen"), _TENS)
+)
+bug("number_to_words", "seventy_pasted_as_sixty", "the tens table has 'sixty' twice: 70 -> sixty")(
+    _speller(_ONES, _replaced(_TENS, "seventy", "sixty"))
+)
+
+
 @bug("number_to_words", "range_off_by_one", "accepts n = 1,000,000 (the check is n <= 1_000_000)")
 def _(n):
     if not 0 <= n <= 1_000_000:

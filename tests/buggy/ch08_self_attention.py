@@ -241,6 +241,36 @@ def _(size, padding=None):
     return _with_padding(allowed, size, padding, lambda a, p: a | p[:, None, :])
 
 
+@bug(
+    "causal_mask",
+    "squeezed",
+    "(tril & padding[:, None, :]).squeeze(): a batch of one loses its batch axis",
+)
+def _(size, padding=None):
+    allowed = torch.ones(size, size, dtype=torch.bool).tril()
+    return _with_padding(allowed, size, padding, lambda a, p: (a & p[:, None, :]).squeeze())
+
+
+@bug(
+    "causal_mask",
+    "unsqueezes_padding_in_place",
+    "padding.unsqueeze_(1): the right mask, and the caller's padding becomes (B, 1, size)",
+)
+def _(size, padding=None):
+    allowed = torch.ones(size, size, dtype=torch.bool).tril()
+    return _with_padding(allowed, size, padding, lambda a, p: a & p.unsqueeze_(1))
+
+
+@bug(
+    "causal_mask",
+    "nested_list",
+    "torch.tensor of a nested list of comparisons: size 0 gives shape (0,), not (0, 0)",
+)
+def _(size, padding=None):
+    allowed = torch.tensor([[s <= t for s in range(size)] for t in range(size)])
+    return _with_padding(allowed, size, padding, lambda a, p: a & p[:, None, :])
+
+
 # --------------------------------------------------------------------------------- split_heads
 
 
@@ -290,6 +320,43 @@ def _(x, n_heads):
     *batch, T, d = x.shape
     width = d // n_heads
     return x[..., : n_heads * width].reshape(*batch, T, n_heads, width).transpose(-3, -2)
+
+
+def _split_checked(x, n_heads):
+    """(..., T, H, d/H), the features split but the axes not yet swapped; ValueError if d % H."""
+    if x.shape[-1] % n_heads:
+        raise ValueError(x.shape[-1])
+    return x.reshape(*x.shape[:-1], n_heads, x.shape[-1] // n_heads)
+
+
+@bug(
+    "split_heads",
+    "width_minus_one",
+    "x.view(*x.shape[:-1], n_heads, -1): an empty sequence (T = 0) cannot infer the -1",
+)
+def _(x, n_heads):
+    if x.shape[-1] % n_heads:
+        raise ValueError(x.shape[-1])
+    return x.view(*x.shape[:-1], n_heads, -1).transpose(-3, -2)
+
+
+@bug(
+    "split_heads",
+    "float_result",
+    "a .float() at the end 'to be safe': float64 in, float32 out",
+)
+def _(x, n_heads):
+    return _split_checked(x, n_heads).transpose(-3, -2).float()
+
+
+@bug(
+    "split_heads",
+    "through_numpy",
+    "split in NumPy and wrapped back in a new tensor: no gradient reaches x",
+)
+def _(x, n_heads):
+    array = _split_checked(x.detach(), n_heads).numpy()
+    return torch.tensor(array.swapaxes(-3, -2))
 
 
 # ------------------------------------------------------------------ sinusoidal_positional_encoding
@@ -356,6 +423,31 @@ def _(max_len, d_model):
     p = torch.arange(max_len, dtype=torch.float64)[:, None]
     angles = p / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).reshape(max_len, d_model)
+
+
+@bug(
+    "sinusoidal_positional_encoding",
+    "rows_as_list",
+    "torch.tensor of a list of rows: max_len = 0 gives shape (0,), not (0, d_model)",
+)
+def _(max_len, d_model):
+    rows = [
+        [
+            (math.sin if j % 2 == 0 else math.cos)(p / 10000 ** (2 * (j // 2) / d_model))
+            for j in range(d_model)
+        ]
+        for p in range(max_len)
+    ]
+    return torch.tensor(rows)
+
+
+@bug(
+    "sinusoidal_positional_encoding",
+    "integer_exponent",
+    "2 * (j // 2) // d_model: integer division makes every exponent 0, every frequency 1",
+)
+def _(max_len, d_model):
+    return _table(max_len, d_model, lambda p, j, d: p / 10000 ** ((2 * (j // 2)) // d))
 
 
 # ------------------------------------------------------------------------------ alternatives

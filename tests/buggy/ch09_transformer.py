@@ -139,6 +139,12 @@ def _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask):
     return norm, attend
 
 
+def _right(x, source, parts, norm_first):
+    """The correct sub-layer, from the norm and attention of ``_parts``."""
+    norm, attend = parts
+    return x + attend(norm(x), source) if norm_first else norm(x + attend(x, source))
+
+
 @bug(
     "attention_sublayer",
     "cross_keys_from_decoder",
@@ -203,6 +209,40 @@ def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first
     return norm(x + attend(x, source))
 
 
+@bug(
+    "attention_sublayer",
+    "residual_in_place",
+    "pre-LN as x += MHA(LN(x)): the right output, and the caller's x changes too",
+)
+def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+    norm, attend = _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask)
+    if norm_first:
+        x += attend(norm(x), source)
+        return x
+    return norm(x + attend(x, source))
+
+
+@bug(
+    "attention_sublayer",
+    "under_no_grad",
+    "the whole sub-layer inside torch.no_grad() (copied from an evaluation loop): no gradient",
+)
+def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+    with torch.no_grad():
+        return _right(x, source, _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask), norm_first)
+
+
+@bug(
+    "attention_sublayer",
+    "float32_buffer",
+    "the result copied into torch.zeros(x.shape): float64 in, float32 out",
+)
+def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+    out = torch.zeros(x.shape)
+    out[:] = _right(x, source, _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask), norm_first)
+    return out
+
+
 # ---------------------------------------------------------------------------- noam_learning_rate
 
 
@@ -233,6 +273,24 @@ def _(step, d_model, warmup):
     if step == 0:
         return 0.0
     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@bug(
+    "noam_learning_rate",
+    "checks_step_only",
+    "only step is checked: warmup = 0 raises ZeroDivisionError, d_model = 0 too",
+)
+def _(step, d_model, warmup):
+    if step < 1:
+        raise ValueError("step must be >= 1")
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@bug("noam_learning_rate", "max_not_min", "max() of the two terms: the rate starts huge")
+def _(step, d_model, warmup):
+    if step < 1 or d_model < 1 or warmup < 1:
+        raise ValueError("step, d_model and warmup must be >= 1")
+    return d_model**-0.5 * max(step**-0.5, step * warmup**-1.5)
 
 
 # ------------------------------------------------------------------- transformer_parameter_count
@@ -375,6 +433,60 @@ def _(
         learned_positions,
         final_norms,
     )
+
+
+def _miscounted(bug_id, description, count):
+    """Register a transformer_parameter_count that returns ``count`` of its arguments, in the
+    order of ``_count``: vocab, d, d_ff, encoder and decoder layers, target, cross, positions,
+    final norms."""
+
+    def transformer_parameter_count(
+        vocab_size,
+        d_model,
+        d_ff,
+        encoder_layers,
+        decoder_layers,
+        *,
+        target_vocab_size=None,
+        cross_attention=True,
+        learned_positions=0,
+        final_norms=0,
+    ):
+        return count(
+            vocab_size,
+            d_model,
+            d_ff,
+            encoder_layers,
+            decoder_layers,
+            target_vocab_size,
+            cross_attention,
+            learned_positions,
+            final_norms,
+        )
+
+    bug("transformer_parameter_count", bug_id, description)(transformer_parameter_count)
+
+
+_miscounted(
+    "float_result",
+    "the count computed in floating point (d_model ** 2.0, d_ff / 1): a float back, not an int",
+    lambda *sizes: float(_count(*sizes)),
+)
+_miscounted(
+    "target_defaults_to_source",
+    "target_vocab_size=None read as a second table of vocab_size rows",
+    lambda v, d, f, e, n, t, c, p, k: _count(v, d, f, e, n, t or v, c, p, k),
+)
+_miscounted(
+    "three_norms_without_cross",
+    "cross_attention=False drops the cross-attention but keeps its LayerNorm (three norms)",
+    lambda v, d, f, e, n, t, c, p, k: _count(v, d, f, e, n, t, c, p, k) + (0 if c else n * 2 * d),
+)
+_miscounted(
+    "final_norms_as_flag",
+    "final_norms read as yes or no: one final LayerNorm however many are asked for",
+    lambda v, d, f, e, n, t, c, p, k: _count(v, d, f, e, n, t, c, p, min(k, 1)),
+)
 
 
 # ---------------------------------------------------------------------------------- alternatives
