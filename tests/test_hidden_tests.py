@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -37,6 +38,8 @@ from _exercise_helpers import (
     reference_answer,
     split_test_cell,
 )
+
+from mini_llm.grading.verify import redact
 
 NOTEBOOKS = {a: read(notebook_path(SOLUTIONS, a)) for a in ASSIGNMENTS}
 MODULES = {a: bug_module(a) for a in ASSIGNMENTS}
@@ -159,6 +162,31 @@ def test_hidden_tests_fail_the_buggy_implementation_with_a_teaching_message(
     assert f"{part}(" in message.splitlines()[0], message
     for label in ("expected:", "got:", "Hint:"):
         assert label in message, f"{label!r} missing from the message for {bug_id}:\n{message}"
+
+
+HINTS_WITHOUT_THE_CASE = {a for a in ASSIGNMENTS if a >= "ch07"}
+"""assignments whose hidden hints teach the rule without the hidden case's numbers (README,
+"what feedback reveals"); the hints of ch01-ch06 may work a hidden case through"""
+SPECIFIC_NUMBER = re.compile(r"(?<![\w.])-?\d[\d.]*\d(?!\w)")
+"""a number of two or more digits (12, 0.5, 1000): single digits are too common to count"""
+RULE_CASES = [case for case in CASES if case[0] in HINTS_WITHOUT_THE_CASE]
+
+
+@pytest.mark.parametrize(("assignment", "part", "bug_id"), RULE_CASES, ids=_ids(RULE_CASES))
+def test_feedback_on_a_hidden_check_gives_away_neither_its_input_nor_its_answer(
+    assignment, part, bug_id
+):
+    """A failed hidden check shows the learner only the function, the kind of failure and the
+    hint (``redact``): no number of the hidden call or of its expected value may come back
+    through the hint."""
+    message = check_failure(_tests(assignment, part)[1], part, _bugs(assignment, part)[bug_id])
+    first, *rest = message.splitlines()
+    if "raised an error" in first:
+        return  # the hint names the learner's own line of code, not the test's case
+    shown = redact(message, AssertionError(message)).partition("Hint:")[2]
+    case = " ".join([first, *(line for line in rest if line.lstrip().startswith("expected:"))])
+    revealed = set(SPECIFIC_NUMBER.findall(shown)) & set(SPECIFIC_NUMBER.findall(case))
+    assert not revealed, f"the hint repeats {sorted(revealed)} of the hidden case:\n{message}"
 
 
 @pytest.mark.parametrize(("assignment", "part"), PARTS, ids=_ids(PARTS))
