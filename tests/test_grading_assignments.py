@@ -15,7 +15,6 @@ import nbformat
 import pytest
 from _exercise_helpers import (
     ASSIGNMENTS,
-    BIN,
     BUGGY,
     EXERCISES,
     SOLUTIONS,
@@ -27,6 +26,10 @@ from _exercise_helpers import (
     read,
 )
 from nbgrader.api import Gradebook
+
+GRADE = [sys.executable, "-m", "mini_llm.cli", "grade"]
+"""`mini-llm grade` with this interpreter (the console script's shebang names the interpreter of
+whichever checkout last installed the package)"""
 
 REPLAY_FALLBACK = {  # test cells whose tests share objects with the answer code (README)
     "ch03_neural_lm": {
@@ -47,8 +50,7 @@ def test_solution_gets_every_point_and_release_none(tmp_path, grader_path, assig
         shutil.copy(notebook_path(folder, assignment), target)
     run = subprocess.run(
         [
-            str(BIN / "mini-llm"),
-            "grade",
+            *GRADE,
             assignment,
             "--course-dir",
             str(course),

@@ -16,13 +16,16 @@ import html
 import json
 import re
 import subprocess
+import sys
 import time
 
 import psutil
 import pytest
-from _exercise_helpers import BIN, EXERCISES, SOLUTIONS, new_course, notebook_path, read
+from _exercise_helpers import EXERCISES, SOLUTIONS, new_course, notebook_path, read
 from hostile.cases import ASSIGNMENT, CASES, DAEMON_MARKER, SUBMITTED_AT, Kit, planted_pth
 from nbgrader.api import Gradebook
+
+GRADE = [sys.executable, "-m", "mini_llm.grading"]  # `mini-llm grade`
 
 TIMEOUTS = ["--timeout", "120", "--cell-timeout", "20", "--memory-mb", "1024"]
 
@@ -43,8 +46,7 @@ def graded(tmp_path_factory, grader_path):
     try:
         run = subprocess.run(
             [
-                str(BIN / "mini-llm"),
-                "grade",
+                *GRADE,
                 ASSIGNMENT,
                 "--course-dir",
                 str(course),
