@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 import psutil
@@ -96,7 +97,14 @@ def test_nothing_the_submission_started_outlives_its_sandbox(tmp_path):
 
 def test_without_bubblewrap_the_grader_refuses_unless_the_cohort_is_trusted(tmp_path):
     env = {**os.environ, "PATH": str(BIN)}  # this environment, and no bwrap
-    command = [str(BIN / "mini-llm"), "grade", "ch01_bigrams", "--course-dir", str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "mini_llm.grading",
+        "ch01_bigrams",
+        "--course-dir",
+        str(tmp_path),
+    ]
     refused = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     assert refused.returncode == 2 and "apt-get install bubblewrap" in refused.stderr
     assert "--trusted-cohort" in refused.stderr
