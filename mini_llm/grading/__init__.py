@@ -12,3 +12,11 @@ it lacks for untrusted code at course scale:
 * :mod:`.feedback` -- feedback that names the failed checks without revealing hidden tests;
 * :mod:`.nbglue` -- the calls into nbgrader; :mod:`.runner` and :mod:`.cli` -- the command.
 """
+
+import sys
+
+# jsonschema (imported by nbformat) loads rfc3987_syntax where it is installed, which builds a
+# parser at import: 1.5-7 s in every grader and nbgrader process on the course machine. Only
+# jsonschema's "iri" format check uses it, and nbformat validates notebooks without format
+# checks, so the grader and the nbgrader runs it starts go without it.
+sys.modules.setdefault("rfc3987_syntax", None)

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -67,23 +68,41 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 """The folder holding the grader's own ``mini_llm``: the course's nbgrader_config.py imports
 its feedback and export pieces, which must be the grader's even where PYTHONPATH is ignored."""
 NBGRADER_MAIN = (
-    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); import mini_llm.grading; "
     "from nbgrader.apps.nbgraderapp import main; main()"
 )
 
 
-def _nbgrader(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    """``nbgrader ARGS`` isolated from the environment's PYTHON* variables (-I)."""
-    command = [sys.executable, "-I", "-c", NBGRADER_MAIN, PACKAGE_ROOT, *args]
-    return subprocess.run(
-        command,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PATH": executable_path()},
-        check=False,
-    )
+class Nbgrader:
+    """``nbgrader ARGS``, started now, isolated from the environment's PYTHON* variables
+    (-I); :meth:`wait` collects it. Several run at once where the grader would otherwise
+    leave one of the two cores idle."""
+
+    def __init__(self, args: list[str], cwd: Path, what: str):
+        self.what = what
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by wait()
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-c", NBGRADER_MAIN, PACKAGE_ROOT, *args],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PATH": executable_path()},
+        )
+
+    def wait(self, timeout: float) -> None:
+        """Until it has finished; ``GradingError`` with its last words if it failed."""
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            code = f"stopped after {timeout:g} s"
+        self.log.seek(0)
+        output = self.log.read()[-3000:].decode(errors="replace")
+        self.log.close()
+        if code != 0:
+            raise GradingError(f"nbgrader {self.what} failed ({code}):\n{output}")
 
 
 def _config_args(root: Path) -> list[str]:
@@ -93,25 +112,20 @@ def _config_args(root: Path) -> list[str]:
     ]
 
 
-def register_assignment(coursedir: CourseDirectory, assignment: str, scratch: Path) -> Path:
-    """Put the assignment's cells into the gradebook; return the scratch release notebook dir."""
-    release = scratch / "release"
-    result = _nbgrader(
+def register_assignment(coursedir: CourseDirectory, assignment: str, scratch: Path) -> Nbgrader:
+    """Start putting the assignment's cells into the gradebook, with its release notebook in
+    ``scratch/release/ASSIGNMENT`` (``exercises/`` is left alone)."""
+    return Nbgrader(
         [
             "generate_assignment",
             assignment,
             "--force",
-            f"--CourseDirectory.release_directory={release}",
+            f"--CourseDirectory.release_directory={scratch / 'release'}",
             *_config_args(Path(coursedir.root)),
         ],
         Path(coursedir.root),
-        timeout=600,
+        f"generate_assignment {assignment}",
     )
-    if result.returncode != 0:
-        raise GradingError(
-            f"nbgrader generate_assignment {assignment} failed:\n" + result.stderr[-3000:]
-        )
-    return release / assignment
 
 
 # ------------------------------------------------------------------- the in-kernel run
@@ -149,26 +163,21 @@ def _kernel_spec(where: Path, python: str, limit: limits.Limits) -> None:
     )
 
 
-def clean_gradebook(coursedir: CourseDirectory, assignment: str, scratch: Path) -> Path:
-    """A gradebook that knows this assignment's cells and nothing else (no other student)."""
-    db = scratch / "clean-gradebook.db"
-    result = _nbgrader(
+def clean_gradebook(coursedir: CourseDirectory, assignment: str, db: Path) -> Nbgrader:
+    """Start making the gradebook ``db`` that knows this assignment's cells and nothing else
+    (no other student), for the in-kernel runs."""
+    return Nbgrader(
         [
             "generate_assignment",
             assignment,
             "--force",
-            f"--CourseDirectory.release_directory={scratch / 'clean-release'}",
+            f"--CourseDirectory.release_directory={db.parent / 'clean-release'}",
             f"--CourseDirectory.root={coursedir.root}",
             f"--CourseDirectory.db_url=sqlite:///{db}",
         ],
         Path(coursedir.root),
-        timeout=600,
+        f"generate_assignment {assignment} (clean gradebook)",
     )
-    if result.returncode != 0:
-        raise GradingError(
-            f"nbgrader generate_assignment {assignment} failed:\n" + result.stderr[-3000:]
-        )
-    return db
 
 
 def autograde_in_kernel(
@@ -325,29 +334,42 @@ def record(
 
 
 def feedback_and_export(
-    coursedir: CourseDirectory, assignment: str, students: list[str], csv_path: Path
+    coursedir: CourseDirectory, assignment: str, students: list[str], csv_path: Path, parts: int
 ) -> None:
-    """nbgrader's own feedback HTML and CSV export, for the students just graded."""
+    """nbgrader's own feedback HTML and CSV export, for the students just graded (and the
+    others graded before): the feedback in ``parts`` nbgrader runs side by side, each
+    leaving out the others' students, and the export beside them."""
     root = Path(coursedir.root)
-    for args, what in (
-        (
+    everyone = sorted(
+        p.parent.name for p in folder(coursedir, "autograded").glob(f"*/{assignment}")
+    )
+    parts = 1 if any("," in s for s in everyone) else max(1, parts)  # the list's separator
+    groups = [everyone[i::parts] for i in range(parts)]
+    runs = [
+        Nbgrader(
             [
                 "generate_feedback",
                 assignment,
                 "--force",
                 "--HTMLExporter.sanitize_html=True",
+                f"--CourseDirectory.student_id_exclude={','.join(set(everyone) - set(group))}",
                 *_config_args(root),
             ],
+            root,
             "generate_feedback",
-        ),
-        (
+        )
+        for group in groups
+        if group
+    ]
+    runs.append(
+        Nbgrader(
             ["export", f"--to={csv_path}", f"--assignment=[{assignment!r}]", *_config_args(root)],
+            root,
             "export",
-        ),
-    ):
-        result = _nbgrader(args, root, timeout=1800)
-        if result.returncode != 0:
-            raise GradingError(f"nbgrader {what} failed:\n{result.stderr[-3000:]}")
+        )
+    )
+    for run in runs:
+        run.wait(timeout=1800)
     missing = [s for s in students if not folder(coursedir, "feedback", s, assignment).exists()]
     if missing:
         raise GradingError("nbgrader generate_feedback wrote nothing for " + ", ".join(missing))

@@ -199,7 +199,18 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
     _preload(assignment)
     with tempfile.TemporaryDirectory(prefix="mini-llm-grade-") as scratch:
         scratch = Path(scratch)
-        release = nbglue.register_assignment(coursedir, options.assignment, scratch)
+        # nbgrader registers the assignment (and makes the in-kernel runs' clean gradebook)
+        # in processes of its own while the reference solution is replayed here
+        registering = nbglue.register_assignment(coursedir, options.assignment, scratch)
+        cleaning = (
+            nbglue.clean_gradebook(coursedir, options.assignment, scratch / "clean.db")
+            if options.in_kernel
+            else None
+        )
+        source_files = sorted(p for p in source.iterdir() if p.is_file() and p.suffix != ".ipynb")
+        unverifiable = _unverifiable_cells(assignment, options, scratch, source_files, jail)
+        registering.wait(timeout=600)
+        release = scratch / "release" / options.assignment
         released_nb = nbformat.read(release / notebooks[0].name, as_version=4)
         released = {
             c.metadata["nbgrader"]["grade_id"]: c.source
@@ -211,14 +222,12 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
             if path.is_file() and path.suffix != ".ipynb":
                 shutil.copy(path, scratch / "data")
         release_files = sorted((scratch / "data").iterdir())
-        unverifiable = _unverifiable_cells(assignment, options, scratch, release_files, jail)
-        if unverifiable:  # nbgrader's in-kernel run is the only score these cells can have
+        if unverifiable and cleaning is None:  # nbgrader's in-kernel run is all these cells have
             options = dataclasses.replace(options, in_kernel=True)
-        clean = (
-            nbglue.clean_gradebook(coursedir, options.assignment, scratch)
-            if options.in_kernel
-            else None
-        )
+            cleaning = nbglue.clean_gradebook(coursedir, options.assignment, scratch / "clean.db")
+        if cleaning is not None:
+            cleaning.wait(timeout=600)
+        clean = scratch / "clean.db" if cleaning is not None else None
         _CONTEXT = _Context(options, coursedir, assignment, jail, clean, released, release_files)
         reports, run_problems = _run_pool(students, options.workers)
     for report in reports:
@@ -245,7 +254,7 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
     )
     csv_path = Path(coursedir.root) / f"grades-{options.assignment}.csv"
     nbglue.feedback_and_export(
-        coursedir, options.assignment, [r.student for r in reports], csv_path
+        coursedir, options.assignment, [r.student for r in reports], csv_path, options.workers
     )
     return reports, run_problems, assignment
 
@@ -266,7 +275,7 @@ def publish(course_dir: Path, assignment: str) -> dict[str, manual.Totals]:
         raise nbglue.GradingError(f"nothing graded yet for {assignment}: run mini-llm grade first")
     totals = recorded_totals(coursedir, assignment, students)
     csv_path = Path(coursedir.root) / f"grades-{assignment}.csv"
-    nbglue.feedback_and_export(coursedir, assignment, students, csv_path)
+    nbglue.feedback_and_export(coursedir, assignment, students, csv_path, parts=2)
     return totals
 
 

@@ -71,11 +71,31 @@ def receive(fd: int, deadline: float | None = None) -> dict:
 
 
 # ------------------------------------------------------------------------------- encoding
+_CACHE_LIMIT = 1 << 20  # arrays up to 1 MB of text are remembered, both ways
+_recent_encodings: dict[tuple, str] = {}
+
+
 def _array_bytes(array: np.ndarray) -> str:
-    buffer = io.BytesIO()
+    """The array as base64 ``.npy`` text. The same small array is often sent thousands of
+    times (one call per sample): writing ``.npy``'s header costs more than looking up its
+    contents, so recent encodings are remembered by dtype, shape and bytes."""
     contiguous = array if array.flags.c_contiguous else array.copy(order="C")  # keeps 0-d
+    key = (contiguous.dtype.str, contiguous.shape, contiguous.tobytes())
+    small = contiguous.nbytes <= _CACHE_LIMIT // 4
+    if small and key in _recent_encodings:
+        return _recent_encodings[key]
+    buffer = io.BytesIO()
     np.save(buffer, contiguous, allow_pickle=False)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    text = base64.b64encode(buffer.getvalue()).decode("ascii")
+    if small:
+        _remember(_recent_encodings, key, text)
+    return text
+
+
+def _remember(cache: dict, key: Any, value: Any) -> None:
+    if len(cache) >= 32:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
 
 
 def encode(value: Any, ref: Callable[[Any], dict] | None = None, depth: int = 0) -> Any:
@@ -122,7 +142,6 @@ def _as_ref(value: Any, ref: Callable[[Any], dict] | None) -> dict:
 
 
 # ------------------------------------------------------------------------------- decoding
-_CACHE_LIMIT = 1 << 20  # arrays up to 1 MB of text are remembered
 _recent_arrays: dict[str, np.ndarray] = {}
 
 
@@ -139,16 +158,14 @@ def _load_array(text: Any) -> np.ndarray:
     except ValueError as err:
         raise WireError(f"not a plain .npy array: {err}") from err
     if len(text) <= _CACHE_LIMIT:
-        if len(_recent_arrays) >= 32:
-            _recent_arrays.pop(next(iter(_recent_arrays)))
-        _recent_arrays[text] = array.copy()
+        _remember(_recent_arrays, text, array.copy())
     return array
 
 
 def _generator(state: Any) -> np.random.Generator:
     if not isinstance(state, dict) or state.get("bit_generator") not in _BIT_GENERATORS:
         raise WireError("not the state of a NumPy bit generator")
-    bit_generator = getattr(np.random, state["bit_generator"])()
+    bit_generator = getattr(np.random, state["bit_generator"])(0)  # a seed: no OS entropy
     try:
         bit_generator.state = state
     except (TypeError, ValueError, KeyError, OverflowError) as err:
