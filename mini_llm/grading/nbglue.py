@@ -9,7 +9,8 @@
   are shown, never recorded: the kernel is the submission's.
 * :func:`record` writes the trusted scores into the real gradebook with nbgrader's API and
   nbgrader's own late-penalty step; :func:`feedback_and_export` runs ``generate_feedback`` and
-  ``export`` in a fresh process; no student code ever had a view of the course they read.
+  ``export`` in fresh processes, side by side; no student code ever had a view of the course
+  they read.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from nbgrader.utils import parse_utc
 from sqlalchemy.exc import SAWarning
 from traitlets.config.loader import PyFileConfigLoader
 
-from mini_llm.grading import limits
+from mini_llm.grading import limits, offline_math
 from mini_llm.grading.jail import Jail
 from mini_llm.grading.notebook import Assignment
 from mini_llm.grading.verify import WALL_FACTOR, Verification
@@ -78,7 +79,7 @@ class Nbgrader:
     (-I); :meth:`wait` collects it. Several run at once where the grader would otherwise
     leave one of the two cores idle."""
 
-    def __init__(self, args: list[str], cwd: Path, what: str):
+    def __init__(self, args: list[str], cwd: Path, what: str, env: dict[str, str] = ()):
         self.what = what
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by wait()
         self.process = subprocess.Popen(
@@ -87,7 +88,7 @@ class Nbgrader:
             stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PATH": executable_path()},
+            env={**os.environ, "PATH": executable_path(), **dict(env)},
         )
 
     def wait(self, timeout: float) -> None:
@@ -357,6 +358,7 @@ def feedback_and_export(
             ],
             root,
             "generate_feedback",
+            {offline_math.LATER: "1"},
         )
         for group in groups
         if group
@@ -370,6 +372,9 @@ def feedback_and_export(
     )
     for run in runs:
         run.wait(timeout=1800)
+    for student in everyone:
+        for page in folder(coursedir, "feedback", student, assignment).glob("*.html"):
+            offline_math.inline_into(page)
     missing = [s for s in students if not folder(coursedir, "feedback", s, assignment).exists()]
     if missing:
         raise GradingError("nbgrader generate_feedback wrote nothing for " + ", ".join(missing))

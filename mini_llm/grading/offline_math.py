@@ -55,8 +55,27 @@ def script() -> str:
     return code
 
 
-def mathjax_html(_url: object = None) -> str:
-    """The ``offline_mathjax`` Jinja filter: the script tags that typeset the page's math.
+LATER = "MINI_LLM_MATHJAX_LATER"
+"""Set (by ``mini-llm grade``) in the environment of ``nbgrader generate_feedback``: pages get
+:data:`MARKER` and :func:`inline_into` puts MathJax in afterwards. nbconvert parses and
+rewrites every page it makes as a whole, which for 2 MB of inlined MathJax costs more than the
+rest of the page."""
+MARKER = "<!-- mini-llm: offline MathJax -->"
 
-    The CDN URL nbconvert passes in is ignored."""
+
+def mathjax_html(_url: object = None) -> str:
+    """The ``offline_mathjax`` Jinja filter: the script tags that typeset the page's math (or,
+    under :data:`LATER`, the marker that stands for them). The CDN URL nbconvert passes in is
+    ignored."""
+    return MARKER if os.environ.get(LATER) else _tags()
+
+
+def inline_into(page: Path) -> None:
+    """Replace the page's marker (in its head, before anything a learner wrote) by MathJax."""
+    text = page.read_text(encoding="utf-8")
+    if MARKER in text:
+        page.write_text(text.replace(MARKER, _tags(), 1), encoding="utf-8")
+
+
+def _tags() -> str:
     return f"<script>window.MathJax = {json.dumps(CONFIG)};</script>\n<script>{script()}</script>"
