@@ -3,15 +3,17 @@ OS sandbox (:mod:`.jail`).
 
 1. Check that the sandbox can be made (or that the cohort was declared trusted); import the
    modules the tests use.
-2. Replay the reference solution once: test cells it fails in the replay cannot be judged
-   there (they share objects with the answer code) and are settled by nbgrader, flagged.
+2. Replay the reference solution once, while nbgrader registers the assignment in the
+   gradebook beside it: test cells the reference fails in the replay cannot be judged there
+   (they share objects with the answer code) and are settled by nbgrader, flagged.
 3. Grade each student in a worker process: the trusted replay (:mod:`.verify`) and, on
    request or when step 2 found such cells, nbgrader's in-kernel autograde in a private copy
-   of the course (otherwise shown, never recorded). Student code runs only inside the sandbox, which sees no course file, so the
-   course is exactly as it was when the last sandbox is gone.
-4. Record the trusted scores (nbgrader's gradebook API), write the learner-safe graded
-   notebooks and the instructor's JSON report, run nbgrader's feedback and CSV export in a
-   fresh process, print the summary.
+   of the course (otherwise shown, never recorded). Student code runs only inside the
+   sandbox, which sees no course file, so the course is exactly as it was when the last
+   sandbox is gone. Each student's trusted scores are recorded (nbgrader's gradebook API) and
+   the learner-safe graded notebook written as soon as the worker hands them back.
+4. Write the instructor's JSON report, run nbgrader's feedback and CSV export in fresh
+   processes side by side, print the summary.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import multiprocessing
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,9 +232,12 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
             cleaning.wait(timeout=600)
         clean = scratch / "clean.db" if cleaning is not None else None
         _CONTEXT = _Context(options, coursedir, assignment, jail, clean, released, release_files)
-        reports, run_problems = _run_pool(students, options.workers)
-    for report in reports:
-        _settle(report, unverifiable)
+
+        def finish(report: StudentReport) -> None:  # while the others are still being graded
+            _settle(report, unverifiable)
+            _write_results(coursedir, assignment, notebooks[0], report, released, unverifiable)
+
+        reports, run_problems = _run_pool(students, options.workers, finish)
     if unverifiable:
         run_problems.append(
             "the trusted replay cannot check " + ", ".join(sorted(unverifiable)) + " (the "
@@ -244,8 +250,6 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
             "graded WITHOUT the OS sandbox (--trusted-cohort): student code "
             "could read and write what the grader can"
         )
-    for report in reports:
-        _write_results(coursedir, assignment, notebooks[0], report, released, unverifiable)
     totals = recorded_totals(coursedir, options.assignment, [r.student for r in reports])
     for report in reports:
         report.totals = totals[report.student]
@@ -279,8 +283,11 @@ def publish(course_dir: Path, assignment: str) -> dict[str, manual.Totals]:
     return totals
 
 
-def _run_pool(students: list[str], workers: int) -> tuple[list[StudentReport], list[str]]:
-    """Reports of the students graded, and a line for each the grader itself failed on."""
+def _run_pool(
+    students: list[str], workers: int, finish: Callable[[StudentReport], None]
+) -> tuple[list[StudentReport], list[str]]:
+    """Reports of the students graded (each given to ``finish`` as soon as it is), and a line
+    for each the grader itself failed on."""
     reports, failures = [], []
     context = multiprocessing.get_context("fork")
     with (
@@ -293,7 +300,11 @@ def _run_pool(students: list[str], workers: int) -> tuple[list[StudentReport], l
                 outcome = future.result()
             except Exception as err:  # noqa: BLE001 - e.g. a worker process that died
                 outcome = f"{futures[future]} {NOT_GRADED}: {type(err).__name__}: {err}"
-            (reports if isinstance(outcome, StudentReport) else failures).append(outcome)
+            if isinstance(outcome, StudentReport):
+                finish(outcome)
+                reports.append(outcome)
+            else:
+                failures.append(outcome)
             bar.update()
     return sorted(reports, key=lambda r: r.student), failures
 
