@@ -25,6 +25,8 @@ from _exercise_helpers import EXERCISES, SOLUTIONS, new_course, notebook_path, r
 from hostile.cases import ASSIGNMENT, CASES, DAEMON_MARKER, SUBMITTED_AT, Kit, planted_pth
 from nbgrader.api import Gradebook
 
+from mini_llm.grading import offline_math
+
 GRADE = [sys.executable, "-m", "mini_llm.grading"]  # `mini-llm grade`
 
 TIMEOUTS = ["--timeout", "120", "--cell-timeout", "20", "--memory-mb", "1024"]
@@ -159,6 +161,16 @@ def test_feedback_html_keeps_an_answer_s_markup_as_text(graded):
     assert not re.search(r"<script[^>]*>\s*window\.HOSTILE", page)
     assert not re.search(r"<[a-z]+[^>]*\sonerror\s*=", page, re.IGNORECASE)
     assert not re.search(r"href\s*=\s*[\"']?javascript:", page, re.IGNORECASE)
+
+
+def test_every_feedback_page_carries_the_book_s_mathjax_once_in_its_head(graded):
+    """The grader puts MathJax into each page after nbgrader made it (offline_math)."""
+    course, _, expected, *_ = graded
+    for student in expected:
+        page = (course / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+        head = page.split("</head>", 1)[0]
+        assert offline_math.MARKER not in page, student
+        assert page.count("window.MathJax = ") == head.count("window.MathJax = ") == 1, student
 
 
 def test_the_submission_time_is_recorded_as_nbgrader_reads_it(graded):
