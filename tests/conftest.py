@@ -72,13 +72,20 @@ BOOK_TEST_FILES = re.compile(r"test_(book|browser|chapter\d+)\.py")
 """the files whose tests use the built book: `make test`'s workers run them all on one worker"""
 
 
+TESTS_ON_THEIR_OWN = {"test_grading_assignments.py"}
+"""files of long tests that share no fixture: each test is a unit of work of its own, so that
+the two workers finish together"""
+
+
 def xdist_scope(nodeid: str) -> str:
     """The unit of work a test belongs to under `pytest -n 2` (`make test`): every test of the
     built book in one unit, so that one worker builds the book while the other runs the rest
     (the grading runs, the other long chain); any other test with the rest of its file, whose
-    module-scoped fixtures are then made once."""
+    module-scoped fixtures are then made once, unless its file is in TESTS_ON_THEIR_OWN."""
     file = nodeid.split("::")[0]
-    return "book" if BOOK_TEST_FILES.fullmatch(Path(file).name) else file
+    if BOOK_TEST_FILES.fullmatch(Path(file).name):
+        return "book"
+    return nodeid if Path(file).name in TESTS_ON_THEIR_OWN else file
 
 
 @pytest.hookimpl(optionalhook=True)

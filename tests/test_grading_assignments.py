@@ -90,16 +90,6 @@ REGISTRY_GRADED = [
 ]
 """assignments whose whole known-bug registry is also graded by `mini-llm grade`"""
 
-GRADER_BLIND = {
-    ("ch08_self_attention", "causal_mask", "unsqueezes_padding_in_place"): (
-        "the replay writes an argument's new VALUES back into the caller's tensor "
-        "(verify.carry_back) but not a new shape: padding.unsqueeze_(1) changes only the shape"
-    ),
-}
-"""known bugs the hidden tests catch in the notebook but the grader's replay cannot see, and
-why: they keep their points here, so this test fails (remove the entry) once the grader sees
-them"""
-
 
 def _self_contained_answer(module, table: str, part: str, key: str) -> str:
     """An answer cell that defines ``part`` as ``module.<table>[part][key]`` with no import of
@@ -163,10 +153,8 @@ def test_known_bugs_lose_their_part_and_alternatives_keep_every_point(
         for student, (part, table, key) in students.items():
             grades = gb.find_submission_notebook(assignment, assignment, student).grades
             got = {g.name: g.auto_score for g in grades if g.name in points}
-            blind = (assignment, part, key) in GRADER_BLIND
-            lost = {f"{part}_tests"} if table == "BUGS" and not blind else set()
+            lost = {f"{part}_tests"} if table == "BUGS" else set()
             want = {g: (0.0 if g in lost else p) for g, p in points.items()}
             if got != want:
-                why = "the grader sees it now: drop it from GRADER_BLIND" if blind else ""
-                wrong.append(f"{student}: {got} {why}".strip())
+                wrong.append(f"{student}: {got}")
     assert not wrong, "\n".join(wrong)

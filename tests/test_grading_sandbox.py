@@ -63,6 +63,20 @@ def test_a_call_that_changes_its_arguments_in_place_is_seen_by_the_test(tmp_path
     assert not _passed(_replay(tmp_path / "honest", honest, test))
 
 
+def test_a_call_that_reshapes_its_argument_in_place_is_seen_by_the_test(tmp_path):
+    """unsqueeze_/a.shape = ... change only the shape: the test sees that too (a learner's
+    causal_mask once changed the caller's padding mask this way and kept its points)."""
+    answer = "def f(a, t):\n    a.shape = (1, 2)\n    t.unsqueeze_(0)\n    return None\n"
+    test = (
+        "import torch\na, t = np.array([1.0, 3.0]), torch.tensor([True, False])\nf(a, t)\n"
+        "assert a.shape == (1, 2) and a.tolist() == [[1.0, 3.0]], a\n"
+        "assert t.shape == (1, 2) and t.tolist() == [[True, False]], t\n"
+    )
+    assert _passed(_replay(tmp_path, answer, test))
+    honest = "def f(a, t):\n    return None\n"
+    assert not _passed(_replay(tmp_path / "honest", honest, test))
+
+
 def test_the_sandbox_sees_no_course_file_and_no_grader_process(tmp_path):
     secret = tmp_path / "course" / "solutions.txt"
     secret.parent.mkdir()
