@@ -297,6 +297,12 @@ def test_prompt_character_outside_the_vocabulary(trained_run):
     assert "Traceback" not in done.stderr
 
 
+def _as_from_a_terminal() -> None:
+    """SIGINT back to its default in the child: a process started with SIGINT ignored (as
+    pytest's xdist workers are) passes that on, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_real_ctrl_c_keeps_the_checkpoint_and_says_how_to_resume(trained_run):
     """SIGINT, as the terminal sends it, once the first checkpoint is on disk."""
     process = subprocess.Popen(
@@ -321,13 +327,17 @@ def test_a_real_ctrl_c_keeps_the_checkpoint_and_says_how_to_resume(trained_run):
         stderr=subprocess.PIPE,
         text=True,
         env=os.environ | ONEDNN,
+        preexec_fn=_as_from_a_terminal,  # noqa: PLW1509 - one signal call, no lock taken
     )
     checkpoint = trained_run / "signal" / "ckpt.pt"
     deadline = time.monotonic() + 240
     while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=120)
+    try:
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()  # a training run of 100,000 steps must not outlive a failed test
     kept = load_checkpoint(checkpoint)["step"]
     assert process.returncode == 130, err
     assert f"signal/ckpt.pt holds step {kept} of 100000; resume with" in err
