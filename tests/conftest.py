@@ -108,7 +108,8 @@ def pytest_collection_modifyitems(config, items):
         if "book_build" in item.fixturenames and xdist_scope(item.nodeid) != "book":
             raise pytest.UsageError(
                 f"{item.nodeid} uses the built book: name its file to match BOOK_TEST_FILES "
-                "in tests/conftest.py, or `make test` builds the book on two workers at once"
+                "in tests/conftest.py, or under `make test` a second worker waits for the book "
+                "and builds it again"
             )
     if config.getoption("--chapter"):
         chapter = selected_chapters()[0]

@@ -79,7 +79,7 @@ class Nbgrader:
     (-I); :meth:`wait` collects it. Several run at once where the grader would otherwise
     leave one of the two cores idle."""
 
-    def __init__(self, args: list[str], cwd: Path, what: str, env: dict[str, str] = ()):
+    def __init__(self, args: list[str], cwd: Path, what: str, env: dict[str, str] | None = None):
         self.what = what
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by wait()
         self.process = subprocess.Popen(
@@ -88,7 +88,7 @@ class Nbgrader:
             stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PATH": executable_path(), **dict(env)},
+            env={**os.environ, "PATH": executable_path(), **(env or {})},
         )
 
     def wait(self, timeout: float) -> None:
