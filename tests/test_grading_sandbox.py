@@ -77,6 +77,74 @@ def test_a_call_that_reshapes_its_argument_in_place_is_seen_by_the_test(tmp_path
     assert not _passed(_replay(tmp_path / "honest", honest, test))
 
 
+LENT_STEP_TEST = """
+import copy, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Tanh()).eval()
+weight = model[0].weight
+optimizer = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+x = torch.randn(4, 3)
+model(x).sum().backward()   # stale gradients: the learner's code must see them too
+expected = copy.deepcopy(model)
+by_hand = torch.optim.SGD(expected.parameters(), lr=0.5, momentum=0.9)
+for _ in range(2):
+    f(model, optimizer, x)
+    expected.train(); by_hand.zero_grad(); expected(x).sum().backward(); by_hand.step()
+assert model[0].weight is weight and optimizer.param_groups[0]["params"][0] is weight
+assert torch.allclose(weight, expected[0].weight), (weight, expected[0].weight)
+assert torch.allclose(weight.grad, expected[0].weight.grad)
+assert model.training and model[1].training
+momentum = optimizer.state[weight]["momentum_buffer"]
+assert torch.allclose(momentum, by_hand.state[expected[0].weight]["momentum_buffer"])
+"""
+
+
+def test_a_model_and_optimizer_lent_to_the_learners_code_come_back_as_it_left_them(tmp_path):
+    """A test's own model and optimizer, handed to a learner's training step, come back with
+    the weights, gradients, training flags and momentum the step gave them, and keep their
+    identity (the optimizer still holds the model's parameters)."""
+    answer = (
+        "def f(model, optimizer, x):\n    model.train()\n    optimizer.zero_grad()\n"
+        "    model(x).sum().backward()\n    optimizer.step()\n"
+    )
+    assert _passed(_replay(tmp_path, answer, LENT_STEP_TEST))
+    stale = answer.replace("    optimizer.zero_grad()\n", "")  # adds the stale gradients
+    assert not _passed(_replay(tmp_path / "stale", stale, LENT_STEP_TEST))
+    honest = "def f(model, optimizer, x):\n    return None\n"
+    assert not _passed(_replay(tmp_path / "honest", honest, LENT_STEP_TEST))
+
+
+def test_a_lent_model_changed_beyond_its_numbers_fails_the_test(tmp_path):
+    answer = (
+        "import torch\ndef f(model):\n    model.weight = torch.nn.Parameter(torch.zeros(5, 5))\n"
+    )
+    test = "import torch\nmodel = torch.nn.Linear(2, 2)\nf(model)\n"
+    outcome = _replay(tmp_path, answer, test)
+    assert not _passed(outcome)
+    message = next(c for c in outcome.cells if c.kind == "test").message
+    assert "changed the Linear it was given beyond its numbers" in message, message
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_a_helper_marked_beside_the_answers_runs_on_the_learners_own_model(tmp_path, marked):
+    """backward() through the learner's model needs the model itself, which stays in the
+    sandbox: a marked helper runs there and returns data; unmarked, it sees a copy."""
+    answer = (
+        "import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.w = torch.nn.Parameter(torch.ones(2))\n"
+        "    def forward(self, x):\n        return (self.w * x).sum()\n"
+        "def f():\n    return Net()\n"
+    )
+    test = (
+        "import torch\nfrom mini_llm.checks import beside_the_answers\n"
+        + ("@beside_the_answers\n" if marked else "")
+        + "def gradient(model, x):\n    model(x).backward()\n"
+        "    return None if model.w.grad is None else model.w.grad.tolist()\n"
+        "assert gradient(f(), torch.tensor([2.0, 3.0])) == [2.0, 3.0]\n"
+    )
+    assert _passed(_replay(tmp_path, answer, test)) == marked
+
+
 def test_the_sandbox_sees_no_course_file_and_no_grader_process(tmp_path):
     secret = tmp_path / "course" / "solutions.txt"
     secret.parent.mkdir()

@@ -67,3 +67,71 @@ def test_a_pickled_array_is_refused():
 def test_malformed_values_are_refused(junk):
     with pytest.raises(wire.WireError):
         wire.decode(junk)
+
+
+def _lent_pair():
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5))
+    return model, torch.optim.Adam(model.parameters(), lr=0.1)
+
+
+def test_a_lent_model_and_optimizer_take_back_their_state_from_plain_data():
+    import torch
+
+    from mini_llm.grading import lending
+
+    model, optimizer = _lent_pair()
+    twin, twin_optimizer = _lent_pair()  # stands for the copy in the student's process
+    twin.eval()
+    twin(torch.ones(1, 2)).sum().backward()
+    twin_optimizer.step()
+    weight = model[0].weight
+    lending.restore(model, _round_trip(lending.state_of(twin)))
+    lending.restore(optimizer, _round_trip(lending.state_of(twin_optimizer)))
+    assert model[0].weight is weight and torch.equal(weight, twin[0].weight)
+    assert torch.equal(weight.grad, twin[0].weight.grad) and not model[1].training
+    assert torch.equal(
+        optimizer.state[weight]["exp_avg"], twin_optimizer.state_dict()["state"][0]["exp_avg"]
+    )
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda state: state["tensors"].pop("0.bias"),  # a parameter missing
+        lambda state: state["tensors"].update({"0.weight": np.zeros((3, 3), np.float32)}),
+        lambda state: state["grads"].update({"0.bias": "pickled bytes"}),
+        lambda state: state["training"].update({"1": 1}),
+        lambda state: state.update({"extra": 1}),
+    ],
+)
+def test_a_model_state_that_is_more_than_new_numbers_is_refused(tamper):
+    from mini_llm.grading import lending
+
+    model, _ = _lent_pair()
+    before = [p.detach().clone() for p in model.parameters()]
+    state = _round_trip(lending.state_of(_lent_pair()[0]))
+    tamper(state)
+    with pytest.raises(ValueError):
+        lending.restore(model, state)
+    assert all(p.equal(b) for p, b in zip(model.parameters(), before))
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda groups: groups[0].update({"fused": True, "params": [0, 1]}),  # fused was None
+        lambda groups: groups[0].update({"lr_schedule": "os.system"}),  # a key of its own
+        lambda groups: groups.append(dict(groups[0])),  # another group
+    ],
+)
+def test_an_optimizer_state_with_other_settings_is_refused(tamper):
+    from mini_llm.grading import lending
+
+    _, optimizer = _lent_pair()
+    state = _round_trip(lending.state_of(optimizer))
+    tamper(state["param_groups"])
+    with pytest.raises(ValueError):
+        lending.restore(optimizer, state)
+    assert optimizer.param_groups[0]["fused"] is None and len(optimizer.param_groups) == 1

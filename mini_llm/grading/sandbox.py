@@ -20,7 +20,7 @@ import signal
 import sys
 from typing import Any
 
-from mini_llm.grading import wire
+from mini_llm.grading import lending, wire
 
 MAX_OUTPUT_CHARS = 20_000
 TRUNCATED = "more characters of output not shown"
@@ -69,6 +69,7 @@ class Server:
         config.InteractiveShell.xmode = "Plain"  # short tracebacks, quick to format
         self.shell = InteractiveShell.instance(config=config)
         self.handles: dict[int, Any] = {}
+        self.lent: list = []  # what the grader lent for the call being answered
         self.output = CappedText()
         self.busy = False
 
@@ -84,6 +85,8 @@ class Server:
         return {"$ref": id(value), "kind": "callable" if callable(value) else "object"}
 
     def _resolve(self, token: dict) -> Any:
+        if "$obj" in token:
+            return self.lent[token["$obj"]]
         if "$ref" in token:
             if token["$ref"] not in self.handles:
                 raise LookupError("that object no longer exists in the student's process")
@@ -116,6 +119,7 @@ class Server:
         return {"value": wire.encode(getattr(target, request["attr"]), self._ref)}
 
     def call(self, request: dict) -> dict:
+        self.lent = lending.unpack(request["lent"], self._resolve) if "lent" in request else []
         target = self._resolve(request["target"])
         args = wire.decode(request["args"], self._resolve)
         kwargs = wire.decode(request["kwargs"], self._resolve)
@@ -130,11 +134,15 @@ class Server:
         now.update(kwargs)
         changed = {}
         for key, value in now.items():
+            came = arrived.get(int(key) if key.isdigit() else key)
+            if isinstance(came, dict) and "$obj" in came:
+                continue  # a lent object goes back whole, below
             if not isinstance(value, (type(None), bool, int, float, str)):
                 encoded = wire.encode(value, self._ref)
-                if encoded != arrived.get(int(key) if key.isdigit() else key):
+                if encoded != came:
                     changed[key] = encoded
-        return {"value": wire.encode(result, self._ref), "arguments": changed}
+        lent = [wire.encode(lending.state_of(o), self._ref) for o in self.lent]
+        return {"value": wire.encode(result, self._ref), "arguments": changed, "lent": lent}
 
     def handle(self, request: dict) -> dict:
         operation = {

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ from typing import Any
 import numpy as np
 import psutil
 
-from mini_llm.grading import limits, wire
+from mini_llm import checks
+from mini_llm.grading import lending, limits, wire
 from mini_llm.grading.jail import Jail
 from mini_llm.grading.notebook import Assignment, Cell, Submission
 from mini_llm.grading.sandbox import TRUNCATED, CappedText
@@ -372,10 +374,17 @@ class Replay:
             )
         return self.sandbox.request(message, self.budget)
 
-    def _encode(self, value: Any) -> Any:
+    def _encode(self, value: Any, lent: list) -> Any:
+        """``value`` as plain data; a torch model or optimizer of the tests is added to ``lent``
+        (sent once per call, however often it appears) and crosses as its place there."""
+
         def ref(obj: Any) -> dict:
             if isinstance(obj, Remote):
                 return obj._token
+            if lending.lendable(obj):
+                if not any(o is obj for o in lent):
+                    lent.append(obj)
+                return {"$obj": next(i for i, o in enumerate(lent) if o is obj)}
             raise TypeError(f"a {type(obj).__name__} cannot be passed to the student's code")
 
         return wire.encode(value, ref)
@@ -396,20 +405,42 @@ class Replay:
             ) from None
 
     def call(self, target: Remote, args: tuple, kwargs: dict) -> Any:
-        reply = self._send(
-            {
-                "op": "call",
-                "target": target._token,
-                "args": self._encode(list(args)),
-                "kwargs": self._encode(dict(kwargs)),
-            }
-        )
-        value = self._answer(reply, target.__name__)
+        return self._call(target._token, target.__name__, args, kwargs, [])
+
+    def call_beside(self, helper: Callable, args: tuple, kwargs: dict) -> Any:
+        """A test helper marked :func:`mini_llm.checks.beside_the_answers`, lent to the
+        student's process and run there on the learner's objects."""
+        return self._call({"$obj": 0}, helper.__name__, args, kwargs, [helper])
+
+    def _call(self, target: dict, label: str, args: tuple, kwargs: dict, lent: list) -> Any:
+        message = {
+            "op": "call",
+            "target": target,
+            "args": self._encode(list(args), lent),
+            "kwargs": self._encode(dict(kwargs), lent),
+        }
+        if lent:
+            message["lent"] = lending.pack(
+                lent, lambda obj: obj._token if isinstance(obj, Remote) else None
+            )
+        reply = self._send(message)
+        value = self._answer(reply, label)
         changed = reply.get("arguments")
         for key, state in changed.items() if isinstance(changed, dict) else ():
             mine = args[int(key)] if key.isdigit() and int(key) < len(args) else kwargs.get(key)
             with contextlib.suppress(wire.WireError, TypeError, ValueError, RuntimeError):
-                carry_back(mine, self._decode(state, target.__name__))
+                carry_back(mine, self._decode(state, label))
+        states = reply.get("lent")
+        if lent and not (isinstance(states, list) and len(states) == len(lent)):
+            raise StudentError(f"{label} did not give back what the grader lent it")
+        for mine, state in zip(lent, states or ()):
+            try:  # plain data only: no handle to the student's objects is taken back here
+                lending.restore(mine, wire.decode(state))
+            except (wire.WireError, ValueError) as err:
+                raise StudentError(
+                    f"{label} changed the {type(mine).__name__} it was given "
+                    f"beyond its numbers: {err}"
+                ) from None
         return value
 
     def remote_value(self, message: dict, label: str) -> Any:
@@ -449,8 +480,13 @@ class Replay:
                 self.namespace.pop(name, None)
 
     def run_trusted(self, code: str, label: str) -> None:
-        """Run instructor code (set-up or tests) in the trusted namespace."""
-        exec(compile(_trusted_code(code), f"<{label}>", "exec"), self.namespace)  # noqa: S102
+        """Run instructor code (set-up or tests) in the trusted namespace; its helpers marked
+        ``beside_the_answers`` run in the student's process."""
+        checks.beside = self.call_beside
+        try:
+            exec(compile(_trusted_code(code), f"<{label}>", "exec"), self.namespace)  # noqa: S102
+        finally:
+            checks.beside = None
 
 
 def redact(message: str, error: BaseException) -> str:

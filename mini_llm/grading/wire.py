@@ -19,6 +19,7 @@ import select
 import struct
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -126,7 +127,7 @@ def encode(value: Any, ref: Callable[[Any], dict] | None = None, depth: int = 0)
         return {"$tuple": [encode(v, ref, depth + 1) for v in value]}
     if isinstance(value, (set, frozenset)):
         return {"$set": [encode(v, ref, depth + 1) for v in value]}
-    if type(value) is dict:
+    if type(value) in (dict, OrderedDict):  # a state_dict() is an OrderedDict
         return {
             "$dict": [
                 [encode(k, ref, depth + 1), encode(v, ref, depth + 1)] for k, v in value.items()
@@ -225,6 +226,6 @@ def decode(value: Any, resolve: Callable[[dict], Any] | None = None, depth: int 
             return {decode(k, resolve, depth + 1): decode(v, resolve, depth + 1) for k, v in pairs}
         except TypeError as err:  # an unhashable key
             raise WireError(f"bad dict key: {err}") from err
-    if resolve is not None and ("$ref" in value or "$name" in value):
+    if resolve is not None and ("$ref" in value or "$name" in value or "$obj" in value):
         return resolve(value)
     raise WireError(f"unknown value on the wire: {sorted(value)[:3]}")
