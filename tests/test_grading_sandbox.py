@@ -125,6 +125,43 @@ def test_a_lent_model_changed_beyond_its_numbers_fails_the_test(tmp_path):
     assert "changed the Linear it was given beyond its numbers" in message, message
 
 
+def test_a_lent_model_that_holds_a_learners_object_reaches_it_in_the_sandbox(tmp_path):
+    """A test's module that wraps the learner's object (which lives in the sandbox) is lent
+    with a handle in its place, and the learner's code finds its own object there."""
+    answer = (
+        "import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.w = torch.nn.Parameter(torch.ones(2))\n"
+        "def f(wrapper=None):\n"
+        "    return Net() if wrapper is None else (type(wrapper.inner).__name__, wrapper.scale)\n"
+    )
+    test = (
+        "import torch\nclass Wrapper(torch.nn.Module):\n    def __init__(self, inner):\n"
+        "        super().__init__()\n        self.inner, self.scale = inner, 3\n"
+        "assert f(Wrapper(f())) == ('Net', 3), f(Wrapper(f()))\n"
+    )
+    assert _passed(_replay(tmp_path, answer, test))
+
+
+def test_a_submission_that_sends_objects_back_for_a_lent_model_fails_and_sends_nothing(tmp_path):
+    """The submission's process is the submission's: here it replaces what reports a lent
+    model's state by the model itself (a handle, which the grader would have to call into).
+    The grader decodes lent state as plain data only, so the test fails and the grader's model
+    keeps its weights."""
+    answer = (
+        "from mini_llm.grading import lending\n"
+        "lending.state_of = lambda value: {'tensors': value, 'grads': {}, 'training': {}}\n"
+        "def f(model):\n    return None\n"
+    )
+    test = (
+        "import torch\nmodel = torch.nn.Linear(2, 2)\nbefore = model.weight.detach().clone()\n"
+        "try:\n    f(model)\nfinally:\n    assert torch.equal(model.weight, before)\n"
+    )
+    outcome = _replay(tmp_path, answer, test)
+    assert not _passed(outcome)
+    message = next(c for c in outcome.cells if c.kind == "test").message
+    assert "beyond its numbers: unknown value on the wire" in message, message
+
+
 @pytest.mark.parametrize("marked", [True, False])
 def test_a_helper_marked_beside_the_answers_runs_on_the_learners_own_model(tmp_path, marked):
     """backward() through the learner's model needs the model itself, which stays in the
