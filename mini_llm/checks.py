@@ -128,7 +128,8 @@ def beside_the_answers(helper: Callable) -> Callable:
     code runs in a sandboxed process and the tests see copies of what it returns: a loss
     without its autograd graph, say. A helper that needs the objects themselves (to call
     ``backward()`` through the learner's model) is run in that process, and only the plain data
-    it returns comes back to be checked.
+    it returns comes back to be checked. It is *sent* there, with the globals it uses, where the
+    submission could read it: let it compute, and keep expected values and checks outside it.
     """
 
     @functools.wraps(helper)

@@ -3,7 +3,8 @@
 It is started by :mod:`mini_llm.grading.verify` under the limits of
 :mod:`mini_llm.grading.limits` and never sees a test cell: it receives the cells to run (the
 instructor's set-up cells and the learner's answer cells) and then calls such as "call
-``count_bigrams`` with these arguments", and sends back plain data (:mod:`.wire`). Whatever the
+``count_bigrams`` with these arguments" (the arguments may include the tests' own models and
+helpers, lent by :mod:`.lending`), and sends back plain data (:mod:`.wire`). Whatever the
 submission does in here -- patching NumPy, the check helpers or ``builtins``, exiting, crashing
 -- changes only the answers this process gives, never how they are judged.
 

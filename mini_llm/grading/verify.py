@@ -2,10 +2,11 @@
 
 The notebook is replayed in the assignment's order. Set-up cells and the learner's answer
 cells run in a separate, resource-limited sandbox process (:mod:`.sandbox`) that never receives
-a test. Test cells run *here*, in the grader's own interpreter, with pristine NumPy, torch and
-:mod:`mini_llm.checks`; each name the reference solution defines (``count_bigrams`` ...) is
-bound to a :class:`Remote` whose calls are executed in the sandbox and whose results come back
-as plain data (:mod:`.wire`). So a submission can only influence the *answers*; the expected
+a test's checks. Test cells run *here*, in the grader's own interpreter, with pristine NumPy,
+torch and :mod:`mini_llm.checks`; each name the reference solution defines (``count_bigrams``
+...) is bound to a :class:`Remote` whose calls are executed in the sandbox and whose results
+come back as plain data (:mod:`.wire`); a test's own models and optimizers, and its helpers
+marked ``beside_the_answers``, are lent to those calls (:mod:`.lending`). So a submission can only influence the *answers*; the expected
 values, the comparisons and the verdict are computed where it cannot reach.
 
 Replay follows a notebook run: an error in a cell does not stop later cells; a cell that runs
