@@ -1,4 +1,4 @@
-"""Grading 40 submissions of ch01_bigrams: plain `nbgrader autograde` vs `mini-llm grade`.
+"""Grading 40 submissions: plain `nbgrader autograde` vs `mini-llm grade` (ch01_bigrams by default).
 
 One run, three fresh copies of the same course (the repository's nbgrader_config.py and
 solutions, 40 synthetic learners: solved, untouched, half solved and wrong in the last part,
@@ -14,7 +14,7 @@ machine the load drifts during a run; the ratios are to the mean of the two.
 Printed: wall-clock seconds per notebook (run time / students) for each, the median time one
 student took inside `mini-llm grade`, and the ratios to plain nbgrader.
 
-    .venv/bin/python benchmarks/grading.py [--students 40] [--in-kernel]
+    .venv/bin/python benchmarks/grading.py [--students 40] [--in-kernel] [--assignment ch03_neural_lm]
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from mini_llm.grading import nbglue
 from mini_llm.grading.runner import Options, grade
 
 REPO = Path(__file__).resolve().parents[1]
-ASSIGNMENT = "ch01_bigrams"
 
 
 def _answers(source) -> dict[str, str]:
@@ -66,23 +65,23 @@ def _learner(release, answers: dict[str, str], kind: int):
     return nb
 
 
-def make_course(root: Path, students: int) -> Path:
+def make_course(root: Path, students: int, assignment: str) -> Path:
     root.mkdir(parents=True)
     shutil.copy(REPO / "nbgrader_config.py", root)
-    shutil.copytree(REPO / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
-    source = nbformat.read(REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", 4)
-    release = nbformat.read(REPO / "exercises" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", 4)
+    shutil.copytree(REPO / "solutions" / assignment, root / "solutions" / assignment)
+    source = nbformat.read(REPO / "solutions" / assignment / f"{assignment}.ipynb", 4)
+    release = nbformat.read(REPO / "exercises" / assignment / f"{assignment}.ipynb", 4)
     answers = _answers(source)
     for i in range(students):
-        folder = root / "submitted" / f"learner{i:03d}" / ASSIGNMENT
+        folder = root / "submitted" / f"learner{i:03d}" / assignment
         folder.mkdir(parents=True)
-        nbformat.write(_learner(release, answers, i % 4), folder / f"{ASSIGNMENT}.ipynb")
+        nbformat.write(_learner(release, answers, i % 4), folder / f"{assignment}.ipynb")
     return root
 
 
-def plain_nbgrader(root: Path) -> float:
+def plain_nbgrader(root: Path, assignment: str) -> float:
     env = {**os.environ, "PATH": nbglue.executable_path()}
-    for args in (["generate_assignment", ASSIGNMENT, "--force"], ["autograde", ASSIGNMENT]):
+    for args in (["generate_assignment", assignment, "--force"], ["autograde", assignment]):
         start = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "nbgrader", *args],
@@ -94,11 +93,11 @@ def plain_nbgrader(root: Path) -> float:
     return time.perf_counter() - start  # the autograde step only
 
 
-def ours(root: Path, workers: int, in_kernel: bool = False) -> tuple[float, float]:
+def ours(root: Path, assignment: str, workers: int, in_kernel: bool) -> tuple[float, float]:
     start = time.perf_counter()
     reports, _, _ = grade(
         Options(
-            ASSIGNMENT,
+            assignment,
             root,
             workers=workers,
             timeout_s=300,
@@ -119,20 +118,21 @@ def main() -> None:
         action="store_true",
         help="also time --workers 2 with nbgrader's in-kernel pass",
     )
+    parser.add_argument("--assignment", default="ch01_bigrams", help="a folder of solutions/")
     args = parser.parse_args()
-    n = args.students
+    n, assignment = args.students, args.assignment
     runs = [("--workers 1", 1, False), ("--workers 2", 2, False)]
     runs += [("--workers 2 --in-kernel", 2, True)] if args.in_kernel else []
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        first = plain_nbgrader(make_course(scratch / "nbgrader", n))
+        first = plain_nbgrader(make_course(scratch / "nbgrader", n, assignment), assignment)
         timed = [
-            (label, *ours(make_course(scratch / f"run{i}", n), workers, in_kernel))
-            for i, (label, workers, in_kernel) in enumerate(runs)
+            (label, *ours(make_course(scratch / f"run{i}", n, assignment), assignment, w, k))
+            for i, (label, w, k) in enumerate(runs)
         ]
-        last = plain_nbgrader(make_course(scratch / "nbgrader-again", n))
+        last = plain_nbgrader(make_course(scratch / "nbgrader-again", n, assignment), assignment)
     peer = (first + last) / 2
-    print(f"{n} submissions of {ASSIGNMENT}, seconds per notebook (wall / students):")
+    print(f"{n} submissions of {assignment}, seconds per notebook (wall / students):")
     print(
         f"  {'nbgrader autograde (no limits, in-kernel)':<42} {peer / n:6.2f}   "
         f"first {first / n:.2f}, last {last / n:.2f}"
