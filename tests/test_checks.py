@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from mini_llm.checks import (
+    CheckFailed,
     describe_call,
     expect_close,
     expect_equal,
@@ -161,6 +162,12 @@ def test_a_crash_and_a_wrong_length_read_well_without_a_traceback():
     assert redact(message, AssertionError(message)) == (
         "A hidden check failed: f(…) has the wrong number of items. Hint: h"
     )
+    after = _message(expect_equal, 2, 1, "w after step(model)", hint="h")
+    assert redact(after, CheckFailed(after)) == (
+        "A hidden check failed: a result of step(…) is wrong. Hint: h"
+    )
+    nameless = _message(expect_equal, 2, 1, "the weights", hint="h")
+    assert redact(nameless, CheckFailed(nameless)) == "A hidden check failed. Hint: h"
     crash = _message(run, broken, 0)
     assert redact(crash, AssertionError(crash)).startswith(
         "A hidden check failed: broken(…) raised an error. Hint: ZeroDivisionError at line "

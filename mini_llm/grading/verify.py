@@ -498,6 +498,7 @@ def redact(message: str, error: BaseException) -> str:
         (line.strip() for line in message.splitlines() if line.strip().startswith("Hint:")), ""
     )
     name = re.match(r"\s*([A-Za-z_][\w.]*)\(", first)
+    after = None if name else re.search(r"(?<![\w.])([A-Za-z_]\w*)\(", first)  # "w after f(..."
     what = re.search(
         r" (is wrong|has the wrong shape|has the wrong number of items|"
         r"should [^.:(]*?(?= of shape|[.:(]|$)|raised NotImplementedError|"
@@ -506,9 +507,16 @@ def redact(message: str, error: BaseException) -> str:
     )
     if isinstance(error, NameError):
         return f"A hidden check failed: {error}."
-    if not isinstance(error, AssertionError) or not name:
+    if not isinstance(error, AssertionError):
         return f"A hidden check failed ({type(error).__name__}). {hint}".strip()
-    summary = f"{name.group(1)}(…) {what.group(1)}" if what else f"a check of {name.group(1)}(…)"
+    if after:
+        summary = f"a result of {after.group(1)}(…) {what.group(1) if what else 'is wrong'}"
+    elif name:
+        summary = (
+            f"{name.group(1)}(…) {what.group(1)}" if what else f"a check of {name.group(1)}(…)"
+        )
+    else:
+        return f"A hidden check failed. {hint}".strip()
     return f"A hidden check failed: {summary}. {hint}".strip()
 
 
