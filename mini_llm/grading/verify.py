@@ -6,8 +6,9 @@ a test's checks. Test cells run *here*, in the grader's own interpreter, with pr
 torch and :mod:`mini_llm.checks`; each name the reference solution defines (``count_bigrams``
 ...) is bound to a :class:`Remote` whose calls are executed in the sandbox and whose results
 come back as plain data (:mod:`.wire`); a test's own models and optimizers, and its helpers
-marked ``beside_the_answers``, are lent to those calls (:mod:`.lending`). So a submission can only influence the *answers*; the expected
-values, the comparisons and the verdict are computed where it cannot reach.
+marked ``beside_the_answers``, are lent to those calls (:mod:`.lending`). So a submission can
+only influence the *answers*; the expected values, the comparisons and the verdict are computed
+where it cannot reach.
 
 Replay follows a notebook run: an error in a cell does not stop later cells; a cell that runs
 past its time is interrupted; if the sandbox dies (``os._exit``, a segfault, a kill after an
@@ -383,17 +384,22 @@ class Replay:
             if isinstance(obj, Remote):
                 return obj._token
             if lending.lendable(obj):
-                if not any(o is obj for o in lent):
+                place = next((i for i, o in enumerate(lent) if o is obj), None)
+                if place is None:
+                    place = len(lent)
                     lent.append(obj)
-                return {"$obj": next(i for i, o in enumerate(lent) if o is obj)}
+                return {"$obj": place}
             raise TypeError(f"a {type(obj).__name__} cannot be passed to the student's code")
 
         return wire.encode(value, ref)
 
     def _decode(self, value: Any, label: str) -> Any:
-        return wire.decode(
-            value, lambda token: Remote(self, {"$ref": token["$ref"]}, f"<object from {label}>")
-        )
+        def handle(token: dict) -> Remote:
+            if "$ref" not in token:  # names and lent objects are the grader's to send, not to get
+                raise wire.WireError(f"unknown value on the wire: {sorted(token)[:3]}")
+            return Remote(self, {"$ref": token["$ref"]}, f"<object from {label}>")
+
+        return wire.decode(value, handle)
 
     def _answer(self, reply: dict, label: str) -> Any:
         if "raised" in reply:
