@@ -102,7 +102,10 @@ def commit() -> str:
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown (not a git checkout)"
+        # A copy of the tree without .git (a GPU machine the checkout was sent to): the
+        # caller may name the commit it copied.
+        given = os.environ.get("GPU_CHECK_COMMIT")
+        return f"{given} (given by the caller)" if given else "unknown (not a git checkout)"
     return head + (" (with uncommitted changes)" if dirty else "")
 
 
