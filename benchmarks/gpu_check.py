@@ -22,6 +22,7 @@ import os
 import platform
 import resource
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -31,7 +32,7 @@ from pathlib import Path
 import torch
 
 from mini_llm import configs
-from mini_llm.bench import gpt_flops_per_token, mfu, train_step_times
+from mini_llm.bench import gpt_flops_per_token, gpu_work_per_step, mfu, train_step_times
 from mini_llm.cli import default_data_dir
 from mini_llm.corpus import load_text
 from mini_llm.data import RandomBatches, load_meta, load_split, prepare
@@ -84,6 +85,10 @@ def hardware(device: torch.device) -> dict:
 
 
 def commit() -> str:
+    """The commit the run's code came from. A tree copied to a GPU machine may carry a stale
+    .git, or none: there the caller names the commit it copied in GPU_CHECK_COMMIT."""
+    if os.environ.get("GPU_CHECK_COMMIT"):
+        return f"{os.environ['GPU_CHECK_COMMIT']} (named by the caller)"
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -102,10 +107,7 @@ def commit() -> str:
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        # A copy of the tree without .git (a GPU machine the checkout was sent to): the
-        # caller may name the commit it copied.
-        given = os.environ.get("GPU_CHECK_COMMIT")
-        return f"{given} (given by the caller)" if given else "unknown (not a git checkout)"
+        return "unknown (not a git checkout)"
     return head + (" (with uncommitted changes)" if dirty else "")
 
 
@@ -121,30 +123,30 @@ def reset_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def timed_steps(shape, run, device, data, batch_size, steps, compile_model, dtype):
-    """Median ms per training step of a fresh model, and the peak memory of those steps."""
+def timed_steps(shape, run, device, data, batch_size, steps, compile_mode, dtype, profile=False):
+    """Median ms per training step of a fresh model and the peak memory of those steps; with
+    ``profile``, also the kernels and GPU milliseconds per step (``gpu_work_per_step``).
+
+    ``compile_mode``: None (eager), ``"default"`` or ``"reduce-overhead"`` (CUDA graphs).
+    """
     torch.manual_seed(0)
     model = GPT(shape).to(device)
     optimizer = make_optimizer(model, run.train, device)
-    runner = torch.compile(model) if compile_model else model
+    runner = model if compile_mode is None else torch.compile(model, mode=compile_mode)
     low = autocast_dtype(device, dtype)
     batches = RandomBatches(data, block_size=shape.block_size, batch_size=batch_size, seed=0)
-
-    class Autocast(torch.nn.Module):  # forward(x, y) under autocast, as train() runs it
-        def __init__(self):
-            super().__init__()
-            self.inner = runner
-
-        def forward(self, x, y):
-            with torch.autocast(device.type, dtype=low, enabled=low is not None):
-                return self.inner(x, y)
-
     warmup = 5
     reset_peak(device)
     batch_list = [tuple(t.to(device) for t in batches()) for _ in range(warmup + steps)]
-    times = train_step_times(Autocast(), batch_list, optimizer, warmup=warmup)
-    times.sort()
-    return times[len(times) // 2], peak_memory_gib(device)
+    times = train_step_times(runner, batch_list, optimizer, warmup=warmup, autocast_to=low)
+    row = {"ms_per_step": statistics.median(times), "peak_memory_gib": peak_memory_gib(device)}
+    if profile and device.type == "cuda":
+        try:  # a profiler that fails here costs this figure, not the run
+            kernels, busy_ms = gpu_work_per_step(runner, batch_list[:10], optimizer, low)
+            row |= {"kernels_per_step": kernels, "gpu_busy_ms_per_step": busy_ms}
+        except Exception as err:  # noqa: BLE001 - in the results, never hidden
+            row["profile_error"] = f"{type(err).__name__}: {err}"
+    return row
 
 
 def main() -> None:
@@ -203,44 +205,70 @@ def main() -> None:
     )
     per_token = gpt_flops_per_token(shape)
 
+    if device.type == "cuda":  # as train() does: TF32 products wherever autocast is off
+        torch.set_float32_matmul_precision("high")
     ablations = []
     comparisons = [
-        ("compile", "on", True, "auto"),  # left out where the overrides turn compile off
-        ("compile", "off", False, "auto"),
-        ("precision", "bf16" if device.type == "cuda" else "auto (fp32 on CPU)", False, "auto"),
-        ("precision", "fp32", False, "fp32"),
+        ("compile", "on", "default", "auto"),  # left out where the overrides turn compile off
+        ("compile", "on, CUDA graphs", "reduce-overhead", "auto"),  # GPU only
+        ("compile", "off", None, "auto"),
+        ("precision", "bf16" if device.type == "cuda" else "auto (fp32 on CPU)", None, "auto"),
+        ("precision", "fp32 (TF32 products)" if device.type == "cuda" else "fp32", None, "fp32"),
     ]
-    for what, setting, compile_model, dtype in comparisons[0 if run.train.compile else 1 :]:
-        ms, _ = timed_steps(
-            shape, run, device, train_data, batch_size, args.ablation_steps, compile_model, dtype
-        )
+    if not run.train.compile:
+        comparisons = [row for row in comparisons if row[2] is None]
+    elif device.type != "cuda":
+        comparisons = [row for row in comparisons if row[2] != "reduce-overhead"]
+    for what, setting, compile_mode, dtype in comparisons:
+        try:
+            timing = timed_steps(
+                shape,
+                run,
+                device,
+                train_data,
+                batch_size,
+                args.ablation_steps,
+                compile_mode,
+                dtype,
+                profile=setting in ("on", "off"),
+            )
+        except Exception as err:  # CUDA graphs can refuse a model: say so
+            if compile_mode != "reduce-overhead":
+                raise
+            print(f"{what} {setting}: failed, {type(err).__name__}: {err}", flush=True)
+            continue
+        ms = timing.pop("ms_per_step")
+        timing.pop("peak_memory_gib")
         ablations.append(
             {
                 "what": what,
                 "setting": setting,
                 "ms_per_step": ms,
                 "tokens_per_s": batch_size * shape.block_size / ms * 1000,
+                **timing,
             }
         )
-        print(f"{what} {setting}: {ms:.1f} ms/step", flush=True)
+        work = (
+            f", {timing['kernels_per_step']:.0f} kernels, GPU busy "
+            f"{timing['gpu_busy_ms_per_step']:.1f} ms"
+            if "kernels_per_step" in timing
+            else ""
+        )
+        print(f"{what} {setting}: {ms:.1f} ms/step{work}", flush=True)
 
     attention = []
     for length in ATTENTION_LENGTHS:
         for kind in ("fused", "explicit"):
             long_shape = replace(shape, block_size=length, attention=kind)
-            ms, gib = timed_steps(
-                long_shape, run, device, train_data, 8, args.ablation_steps, False, "auto"
+            timing = timed_steps(
+                long_shape, run, device, train_data, 8, args.ablation_steps, None, "auto"
             )
-            attention.append(
-                {
-                    "block_size": length,
-                    "attention": kind,
-                    "batch_size": 8,
-                    "ms_per_step": ms,
-                    "peak_memory_gib": gib,
-                }
+            attention.append({"block_size": length, "attention": kind, "batch_size": 8, **timing})
+            print(
+                f"attention {kind} T={length}: {timing['ms_per_step']:.1f} ms/step, "
+                f"{timing['peak_memory_gib']:.2f} GiB",
+                flush=True,
             )
-            print(f"attention {kind} T={length}: {ms:.1f} ms/step, {gib:.2f} GiB", flush=True)
 
     results = {
         "schema": SCHEMA,

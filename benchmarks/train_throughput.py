@@ -12,11 +12,14 @@ take turns in rounds, so load from other processes hits all alike; the script pr
 its capability, the linear-layer decision, the load average before and after, and the median
 ms/step of each with the ratios, and the same for each one's fastest step (on a busy machine
 other processes only ever add time, so the fastest steps are the least disturbed).
+``--device cuda`` runs the same contest on a GPU, as the trainer runs there (bf16 autocast,
+TF32 products), with ``--config shakespeare-char-gpu`` for the GPU's shape.
 
     .venv/bin/python benchmarks/train_throughput.py                 # eager
     .venv/bin/python benchmarks/train_throughput.py --compile       # both torch.compile'd
     .venv/bin/python benchmarks/train_throughput.py --also-compiled # + mini_llm compiled, peers eager
     .venv/bin/python benchmarks/train_throughput.py --profile       # and where mini_llm's step goes
+    python3 benchmarks/train_throughput.py --device cuda --config shakespeare-char-gpu
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from mini_llm import configs, cpu_linear
 from mini_llm.bench import train_step_times
 from mini_llm.gpt import GPT, GPTConfig
-from mini_llm.train import make_optimizer
+from mini_llm.train import autocast_dtype, make_optimizer
 
 
 class HFWithLoss(torch.nn.Module):
@@ -105,7 +108,12 @@ def main():
         help="in an eager run, also time mini_llm torch.compile'd (against the peers as run)",
     )
     parser.add_argument("--profile", action="store_true", help="then profile mini_llm's steps")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda":  # as train() runs there: TF32 products, bf16 autocast
+        torch.set_float32_matmul_precision("high")
+    low_precision = autocast_dtype(device, "auto")
     if args.threads:
         torch.set_num_threads(args.threads)
 
@@ -115,14 +123,14 @@ def main():
     loads = [load_average()]
     torch.manual_seed(0)
     ours = GPT(config)
-    decision = cpu_linear.decision()
+    decision = cpu_linear.decision() if device.type == "cpu" else None
     models = {
         "mini_llm": ours,
         "transformers, gelu_new (GPT-2 default)": HFWithLoss(config, "gelu_new"),
         "transformers, gelu (same as mini_llm)": HFWithLoss(config, "gelu"),
     }
     paths = {name: contextlib.nullcontext for name in models}
-    if decision.use_onednn:
+    if decision and decision.use_onednn:
         torch.manual_seed(0)
         models["mini_llm, plain nn.Linear products"] = GPT(config)
         paths["mini_llm, plain nn.Linear products"] = lambda: cpu_linear.forced(False)
@@ -130,15 +138,16 @@ def main():
         torch.manual_seed(0)
         models["mini_llm, torch.compile"] = GPT(config)
         paths["mini_llm, torch.compile"] = contextlib.nullcontext
-    optimizers = {
-        name: make_optimizer(model, run.train, torch.device("cpu"))
-        for name, model in models.items()
-    }
+    for model in models.values():
+        model.to(device)
+    optimizers = {name: make_optimizer(model, run.train, device) for name, model in models.items()}
     runners = {
         name: torch.compile(m) if args.compile or name.endswith("torch.compile") else m
         for name, m in models.items()
     }
-    batches = [(torch.randint(config.vocab_size, (B, T)),) * 2 for _ in range(args.steps)]
+    batches = [
+        (torch.randint(config.vocab_size, (B, T), device=device),) * 2 for _ in range(args.steps)
+    ]
     batches = [(x, torch.roll(x, -1, dims=1)) for x, _ in batches]
 
     times = {name: [] for name in models}
@@ -152,6 +161,7 @@ def main():
                     optimizers[name],
                     warmup=warmup,
                     grad_clip=run.train.grad_clip,
+                    autocast_to=low_precision,
                 )
     loads.append(load_average())
     median = {name: statistics.median(t) for name, t in times.items()}
@@ -161,7 +171,10 @@ def main():
         f"CPU {cpu_model()}, capability {torch.backends.cpu.get_cpu_capability()}; "
         f"load average (1, 5, 15 min) {loads[0]} before, {loads[1]} after"
     )
-    print(decision)
+    if device.type == "cuda":
+        print(f"GPU {torch.cuda.get_device_name(device)}, {low_precision} autocast, TF32 products")
+    else:
+        print(decision)
     print(
         f"shape {args.config} {' '.join(args.overrides)}: batch {B}x{T}, "
         f"{ours.num_parameters():,} parameters, {mode}, {torch.get_num_threads()} threads, "

@@ -30,7 +30,7 @@ from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.grading import cli as grading_cli
 from mini_llm.learner import cli as learner_cli
 from mini_llm.tokenizer import tokenizer_from_dict
-from mini_llm.train import TrainingDivergedError, make_optimizer, train
+from mini_llm.train import TrainingDivergedError, autocast_dtype, make_optimizer, train
 
 USER_ERRORS = (ValueError, FileNotFoundError, CheckpointError, CorpusError, TrainingDivergedError)
 
@@ -495,13 +495,20 @@ def run_bench(args) -> None:
     model = GPT(model_config).to(device)
     if device.type == "cpu":
         print(cpu_linear.decision())
+    elif device.type == "cuda":  # as train() runs it there
+        torch.set_float32_matmul_precision("high")
+    low_precision = autocast_dtype(device, run.train.dtype)
+    runner = torch.compile(model) if run.train.compile else model
     B, T = run.data["batch_size"], model_config.block_size
     batches = [(torch.randint(96, (B, T), device=device),) * 2 for _ in range(args.steps + 5)]
-    ms = train_step_times(model, batches, make_optimizer(model, run.train, device))
+    optimizer = make_optimizer(model, run.train, device)
+    ms = train_step_times(runner, batches, optimizer, autocast_to=low_precision)
     step_ms = statistics.median(ms)
+    how = [str(low_precision).removeprefix("torch.") if low_precision else "float32"]
+    how += ["torch.compile"] if run.train.compile else []
     print(
-        f"train  {run.name} on {device}: {step_ms:.1f} ms/step (median of {len(ms)}), "
-        f"{B * T / step_ms * 1000:,.0f} tokens/s"
+        f"train  {run.name} on {device} ({', '.join(how)}): {step_ms:.1f} ms/step "
+        f"(median of {len(ms)}), {B * T / step_ms * 1000:,.0f} tokens/s"
     )
     prompt = torch.zeros((1, 1), dtype=torch.long, device=device)
     new = min(args.new_tokens, T - 1)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mini_llm import cpu_linear
-from mini_llm.bench import flops_per_token, gpt_flops_per_token, mfu
+from mini_llm.bench import flops_per_token, gpt_flops_per_token, mfu, train_step_times
 from mini_llm.gpt import GPT, GPTConfig
 
 
@@ -53,3 +53,30 @@ def test_mfu_is_a_fraction_of_the_peak():
         mfu(1000.0, 1e9, 0)
     with pytest.raises(ValueError, match="negative"):
         mfu(-1.0, 1e9, 1e12)
+
+
+class DtypeProbe(torch.nn.Module):
+    """forward(x, y) that records the dtype its linear layer computed in."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.seen = []
+
+    def forward(self, x, y):
+        out = self.linear(x)
+        self.seen.append(out.dtype)
+        return out, (out.float() - y).pow(2).mean()
+
+
+@pytest.mark.parametrize(
+    "autocast_to, computed_in", [(None, torch.float32), (torch.bfloat16, torch.bfloat16)]
+)
+def test_step_times_run_the_forward_pass_in_the_precision_asked_for(autocast_to, computed_in):
+    probe = DtypeProbe()
+    optimizer = torch.optim.AdamW(probe.parameters())
+    batches = [(torch.randn(2, 4), torch.randn(2, 4))] * 3
+    times = train_step_times(probe, batches, optimizer, warmup=1, autocast_to=autocast_to)
+    assert len(times) == 2 and all(ms > 0 for ms in times)
+    assert probe.seen == [computed_in] * 3
+    assert probe.linear.weight.dtype == torch.float32  # autocast casts copies, not the weights

@@ -580,6 +580,7 @@ def test_bench_runs_on_a_tiny_shape(capsys):
     assert main(["bench", "--device", "cpu", "--steps", "3", "--new-tokens", "8", *TINY[:5]]) == 0
     out = capsys.readouterr().out
     assert "ms/step" in out and "tokens/s with KV cache" in out
+    assert "on cpu (float32)" in out  # as train() runs this config: float32, not compiled
     assert str(cpu_linear.decision()) in out  # which linear layers were timed, and why
 
 

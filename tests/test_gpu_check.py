@@ -1,6 +1,7 @@
 """benchmarks/gpu_check.sh runs end to end on the CPU with a tiny override, and its results file
 reads back through mini_llm.gpu_results, which refuses it as a GPU result."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -100,3 +101,14 @@ def test_damaged_results_files_are_clear_errors(tmp_path, content, message):
 
 def test_no_file_means_no_run_recorded(tmp_path):
     assert read_gpu_results(tmp_path / "gpu_check.json") is None
+
+
+def test_the_commit_named_by_the_caller_wins_over_a_copied_git_folder(monkeypatch):
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    monkeypatch.delenv("GPU_CHECK_COMMIT", raising=False)
+    here = gpu_check.commit()
+    assert len(here.split()[0]) == 40  # this checkout's own HEAD
+    monkeypatch.setenv("GPU_CHECK_COMMIT", "0123abcd")
+    assert gpu_check.commit() == "0123abcd (named by the caller)"
