@@ -5,7 +5,8 @@ written to one results file (the layout is in ``mini_llm/gpu_results.py``).
    GPU): validation loss curve, training time, tokens/s, MFU against the GPU's dense bf16 peak,
    peak memory.
 2. Short runs of the same model (``--ablation-steps`` timed steps each): ``torch.compile`` on
-   and off, bf16 autocast and float32.
+   and off and with CUDA graphs, bf16 autocast and float32 (TF32 products on a GPU, as the
+   trainer runs it); kernels and GPU-busy milliseconds per step of the eager and compiled steps.
 3. Fused against explicit attention at T = 1,024 and 2,048 (batch 8): time per step and peak
    memory.
 

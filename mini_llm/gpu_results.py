@@ -12,9 +12,13 @@ an error. The layout (``schema`` 1) is JSON::
                "block_size": 256, "parameters": 10745088, "train_seconds": 70.1,
                "tokens_per_s": 1.2e6, "flops_per_token": 6.4e7, "mfu": 0.08,
                "peak_memory_gib": 3.1, "val_losses": [[0, 4.4], [250, 2.1], ...]},
-     "ablations": [{"what": "compile", "setting": "on", "tokens_per_s": ...}, ...],
+     "ablations": [{"what": "compile", "setting": "on", "ms_per_step": ..., "tokens_per_s": ...,
+                    "kernels_per_step": ..., "gpu_busy_ms_per_step": ...}, ...],
      "attention": [{"block_size": 1024, "attention": "fused", "ms_per_step": ...,
                     "peak_memory_gib": ...}, ...]}
+
+An ablation's kernel count and GPU-busy time are there only where it was profiled (the eager
+and compiled steps of a GPU run); readers take what is there.
 """
 
 from __future__ import annotations
@@ -100,3 +104,98 @@ def plot_gpu_results(results: dict):
     attention_axes.set(xlabel="context length T", ylabel="ms per training step")
     attention_axes.legend()
     return figure
+
+
+def _row(results: dict, what: str, setting: str) -> dict | None:
+    for row in results["ablations"]:
+        if (row["what"], row["setting"]) == (what, setting):
+            return row
+    return None
+
+
+def describe_gpu_results(results: dict) -> str:
+    """What the recorded run shows, as Markdown paragraphs whose every number comes from
+    ``results``; a comparison is worded by the numbers, and a paragraph whose measurements
+    the file lacks (a run without compilation, say) is left out."""
+    run = results["train"]
+    tokens_per_step = run["batch_size"] * run["block_size"]
+    losses = run["val_losses"]
+    interval = losses[1][0] - losses[0][0] if len(losses) > 1 else run["steps"]
+    paragraphs = [
+        (
+            f"The {run['steps']:,} steps took {run['train_seconds']:.0f} s, compilation and an "
+            f"evaluation every {interval:,} steps included; the validation loss fell from "
+            f"{losses[0][1]:.2f} to {losses[-1][1]:.3f}."
+        )
+    ]
+    eager, compiled = _row(results, "compile", "off"), _row(results, "compile", "on")
+    graphs = _row(results, "compile", "on, CUDA graphs")
+    if eager and "kernels_per_step" in eager:
+        text = (
+            f"A model of {run.get('parameters', 0):,} parameters is small for this GPU. An "
+            f"eager training step (bf16 autocast, no compilation), timed on its own, takes "
+            f"{eager['ms_per_step']:.1f} ms, yet the GPU runs kernels for only "
+            f"{eager['gpu_busy_ms_per_step']:.1f} ms of it "
+            f"({eager['gpu_busy_ms_per_step'] / eager['ms_per_step']:.0%}): the step launches "
+            f"{eager['kernels_per_step']:,.0f} kernels, one every "
+            f"{eager['ms_per_step'] * 1000 / eager['kernels_per_step']:.0f} µs, and the GPU "
+            "finishes each kernel sooner than Python and PyTorch's dispatcher launch the next."
+        )
+        if compiled and "kernels_per_step" in compiled:
+            text += (
+                f" `torch.compile` fuses operators into fewer kernels "
+                f"({compiled['kernels_per_step']:,.0f}), and the step "
+                f"{'falls' if compiled['ms_per_step'] < eager['ms_per_step'] else 'rises'} to "
+                f"{compiled['ms_per_step']:.1f} ms, with {compiled['gpu_busy_ms_per_step']:.1f} "
+                "ms of GPU work."
+            )
+        paragraphs.append(text)
+    if graphs and compiled and eager and results.get("peak_flops"):
+        peak = results["peak_flops"]
+        share = {
+            name: tokens_per_step / (row["ms_per_step"] / 1000) * run["flops_per_token"] / peak
+            for name, row in (("compiled", compiled), ("graphs", graphs))
+        }
+        paragraphs.append(
+            'CUDA graphs (`torch.compile(model, mode="reduce-overhead")`) record the '
+            "kernels once and replay them with a single launch: "
+            f"{graphs['ms_per_step']:.1f} ms a step, {eager['ms_per_step'] / graphs['ms_per_step']:.1f} "
+            f"times as fast as eager and {compiled['ms_per_step'] / graphs['ms_per_step']:.1f} "
+            f"times as fast as compiled without graphs. The model's arithmetic then uses "
+            f"{share['graphs']:.1%} of the GPU's peak, against {share['compiled']:.1%} for the "
+            f"compiled step and {run['mfu']:.1%} over the whole run."
+        )
+    bf16, tf32 = (
+        _row(results, "precision", "bf16"),
+        _row(results, "precision", "fp32 (TF32 products)"),
+    )
+    if eager and bf16 and tf32:
+        twice = sorted((eager["ms_per_step"], bf16["ms_per_step"]))
+        where = "between the two" if twice[0] <= tf32["ms_per_step"] <= twice[1] else "outside them"
+        paragraphs.append(
+            f"The same eager bf16 step was timed twice, in separate short runs: {twice[0]:.1f} "
+            f"and {twice[1]:.1f} ms, {twice[1] / twice[0] - 1:.0%} apart. Float32 with TF32 "
+            f"products took {tf32['ms_per_step']:.1f} ms, {where}. While the launches set the "
+            "pace, the precision of the arithmetic is lost in the spread of repeated timings; "
+            "bf16 pays where the products, not the launches, take the time."
+        )
+    by = {(row["block_size"], row["attention"]): row for row in results.get("attention", [])}
+    lengths = sorted({length for length, _ in by})
+    if len(lengths) >= 2 and all(
+        (t, k) in by for t in lengths[:1] + lengths[-1:] for k in ("fused", "explicit")
+    ):
+        short, long = lengths[0], lengths[-1]
+        fused, explicit = by[(long, "fused")], by[(long, "explicit")]
+        paragraphs.append(
+            f"At a context of {long:,} tokens (batch {explicit['batch_size']}), explicit attention needs "
+            f"{explicit['peak_memory_gib']:.2f} GiB at its peak against "
+            f"{fused['peak_memory_gib']:.2f} GiB for the fused kernel "
+            f"({explicit['peak_memory_gib'] / fused['peak_memory_gib']:.1f} times as much), and "
+            f"its step takes {explicit['ms_per_step']:.1f} against {fused['ms_per_step']:.1f} "
+            f"ms. From {short:,} tokens to {long:,} the explicit step's memory grows "
+            f"{explicit['peak_memory_gib'] / by[(short, 'explicit')]['peak_memory_gib']:.1f}-fold "
+            f"and the fused step's "
+            f"{fused['peak_memory_gib'] / by[(short, 'fused')]['peak_memory_gib']:.1f}-fold: "
+            "the score matrices, as on the CPU above."
+        )
+    return "\n\n".join(paragraphs)

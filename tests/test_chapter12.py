@@ -157,3 +157,21 @@ def test_gpu_section_shows_only_the_committed_results_file(page, glued):
     assert hardware["name"] in text and results["commit"] in text
     assert f"{run['tokens_per_s']:,.0f}" in text
     assert f"{run['mfu']:.1%} of {results['peak_flops'] / 1e12:.0f} TFLOP/s" in text
+    rows = {(row["what"], row["setting"]): row for row in results["ablations"]}
+    eager, compiled = rows[("compile", "off")], rows[("compile", "on")]
+    graphs = rows[("compile", "on, CUDA graphs")]
+    busy = eager["gpu_busy_ms_per_step"]
+    assert (
+        f"takes {eager['ms_per_step']:.1f} ms, yet the GPU runs kernels for only {busy:.1f}" in text
+    )
+    assert busy < eager["ms_per_step"]  # "the GPU finishes each kernel sooner than ... the next"
+    assert compiled["ms_per_step"] < eager["ms_per_step"] and "the step falls to" in text
+    speedup = eager["ms_per_step"] / graphs["ms_per_step"]
+    assert speedup > 1 and f"{speedup:.1f} times as fast as eager" in text
+    explicit, fused = (
+        next(r for r in results["attention"] if r["block_size"] == 2048 and r["attention"] == k)
+        for k in ("explicit", "fused")
+    )
+    assert explicit["peak_memory_gib"] > fused["peak_memory_gib"]
+    assert f"needs {explicit['peak_memory_gib']:.2f} GiB at its peak against" in text
+    assert re.search(r"Fig\. 12\.\d+\s+The recorded GPU run, drawn from", text)  # numbered

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from mini_llm.gpu_results import ResultsError, plot_gpu_results, read_gpu_results
+from mini_llm.gpu_results import (
+    ResultsError,
+    describe_gpu_results,
+    plot_gpu_results,
+    read_gpu_results,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -112,3 +117,71 @@ def test_the_commit_named_by_the_caller_wins_over_a_copied_git_folder(monkeypatc
     assert len(here.split()[0]) == 40  # this checkout's own HEAD
     monkeypatch.setenv("GPU_CHECK_COMMIT", "0123abcd")
     assert gpu_check.commit() == "0123abcd (named by the caller)"
+
+
+def recorded_run() -> dict:
+    """A GPU results file with every measurement chapter 12 describes (numbers made up)."""
+    ablation = {"kernels_per_step": 500.0, "gpu_busy_ms_per_step": 8.0}
+    return {
+        "peak_flops": 1e15,
+        "train": {
+            "steps": 100,
+            "train_seconds": 30.0,
+            "batch_size": 4,
+            "block_size": 8,
+            "parameters": 1000,
+            "flops_per_token": 6000.0,
+            "mfu": 0.01,
+            "val_losses": [[0, 4.0], [50, 2.0], [100, 1.5]],
+        },
+        "ablations": [
+            {"what": "compile", "setting": "on", "ms_per_step": 12.0, **ablation},
+            {"what": "compile", "setting": "on, CUDA graphs", "ms_per_step": 6.0},
+            {"what": "compile", "setting": "off", "ms_per_step": 15.0, **ablation},
+            {"what": "precision", "setting": "bf16", "ms_per_step": 20.0},
+            {"what": "precision", "setting": "fp32 (TF32 products)", "ms_per_step": 17.0},
+        ],
+        "attention": [
+            {
+                "block_size": t,
+                "attention": k,
+                "batch_size": 8,
+                "ms_per_step": ms,
+                "peak_memory_gib": gib,
+            }
+            for t, k, ms, gib in [
+                (1024, "fused", 20.0, 1.0),
+                (1024, "explicit", 30.0, 3.0),
+                (2048, "fused", 20.0, 2.0),
+                (2048, "explicit", 70.0, 12.0),
+            ]
+        ],
+    }
+
+
+def test_the_description_words_each_comparison_by_the_numbers():
+    results = recorded_run()
+    text = describe_gpu_results(results)
+    assert "fell from 4.00 to 1.500" in text and "an evaluation every 50 steps" in text
+    assert "only 8.0 ms of it (53%)" in text and "one every 30 µs" in text
+    assert "the step falls to 12.0 ms" in text
+    assert "2.5 times as fast as eager and 2.0 times as fast as compiled" in text
+    assert "15.0 and 20.0 ms, 33% apart" in text and "took 17.0 ms, between the two" in text
+    assert (
+        "6.0 times as much" in text
+        and "memory grows 4.0-fold and the fused step's 2.0-fold" in text
+    )
+    results["ablations"][0]["ms_per_step"] = 16.0  # compiled slower than eager
+    results["ablations"][4]["ms_per_step"] = 25.0  # TF32 outside the two bf16 timings
+    text = describe_gpu_results(results)
+    assert "the step rises to 16.0 ms" in text and "took 25.0 ms, outside them" in text
+
+
+def test_the_description_leaves_out_what_the_file_does_not_measure():
+    results = recorded_run()
+    results["ablations"] = [row for row in results["ablations"] if row["what"] == "precision"]
+    results["attention"] = []
+    text = describe_gpu_results(results)
+    assert "fell from 4.00 to 1.500" in text
+    for absent in ("kernels", "CUDA graphs", "timed twice", "explicit attention"):
+        assert absent not in text
