@@ -39,7 +39,7 @@ from mini_llm.corpus import load_text
 from mini_llm.data import RandomBatches, load_meta, load_split, prepare
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.gpu_results import SCHEMA
-from mini_llm.train import autocast_dtype, make_optimizer, train
+from mini_llm.train import autocast_dtype, make_optimizer, train, use_tf32_products
 
 ROOT = Path(__file__).resolve().parents[1]
 # Dense bf16 tensor-core peaks from NVIDIA's data sheets (SXM parts), FLOP/s.
@@ -206,8 +206,7 @@ def main() -> None:
     )
     per_token = gpt_flops_per_token(shape)
 
-    if device.type == "cuda":  # as train() does: TF32 products wherever autocast is off
-        torch.set_float32_matmul_precision("high")
+    use_tf32_products(device)  # as train() set it: the fp32 row below has TF32 products
     ablations = []
     comparisons = [
         ("compile", "on", "default", "auto"),  # left out where the overrides turn compile off

@@ -37,7 +37,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from mini_llm import configs, cpu_linear
 from mini_llm.bench import train_step_times
 from mini_llm.gpt import GPT, GPTConfig
-from mini_llm.train import autocast_dtype, make_optimizer
+from mini_llm.train import autocast_dtype, make_optimizer, use_tf32_products
 
 
 class HFWithLoss(torch.nn.Module):
@@ -111,8 +111,7 @@ def main():
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
     device = torch.device(args.device)
-    if device.type == "cuda":  # as train() runs there: TF32 products, bf16 autocast
-        torch.set_float32_matmul_precision("high")
+    use_tf32_products(device)  # as train() runs there, with bf16 autocast
     low_precision = autocast_dtype(device, "auto")
     if args.threads:
         torch.set_num_threads(args.threads)

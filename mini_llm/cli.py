@@ -30,7 +30,13 @@ from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.grading import cli as grading_cli
 from mini_llm.learner import cli as learner_cli
 from mini_llm.tokenizer import tokenizer_from_dict
-from mini_llm.train import TrainingDivergedError, autocast_dtype, make_optimizer, train
+from mini_llm.train import (
+    TrainingDivergedError,
+    autocast_dtype,
+    make_optimizer,
+    train,
+    use_tf32_products,
+)
 
 USER_ERRORS = (ValueError, FileNotFoundError, CheckpointError, CorpusError, TrainingDivergedError)
 
@@ -495,8 +501,7 @@ def run_bench(args) -> None:
     model = GPT(model_config).to(device)
     if device.type == "cpu":
         print(cpu_linear.decision())
-    elif device.type == "cuda":  # as train() runs it there
-        torch.set_float32_matmul_precision("high")
+    use_tf32_products(device)  # the step as train() runs it
     low_precision = autocast_dtype(device, run.train.dtype)
     runner = torch.compile(model) if run.train.compile else model
     B, T = run.data["batch_size"], model_config.block_size

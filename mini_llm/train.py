@@ -229,6 +229,13 @@ def _check_schedule(saved: dict, config: TrainConfig, step: int) -> None:
     )
 
 
+def use_tf32_products(device: torch.device) -> None:
+    """On a CUDA GPU, let float32 matrix products run as TF32 on the tensor cores (10-bit
+    mantissa, float32 range): what trains wherever bf16 autocast is off. Elsewhere nothing."""
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high")
+
+
 def autocast_dtype(device: torch.device, dtype: str) -> torch.dtype | None:
     """bfloat16 where ``dtype`` asks for it, or ``"auto"`` finds a GPU with native bf16; else
     None (float32). Asking for bf16 where it is not supported is an error, not a slow emulation.
@@ -375,8 +382,7 @@ def _train(model, train_batches, config, val_batches, checkpoint_extra, world) -
     checkpoint_interval = config.checkpoint_interval or config.eval_interval or config.max_iters
 
     torch.manual_seed(config.seed + world.rank)
-    if device.type == "cuda":
-        torch.set_float32_matmul_precision("high")  # TF32 matmuls where bf16 autocast is off
+    use_tf32_products(device)
     model.to(device)
     optimizer = make_optimizer(model, config, device)
     result = TrainResult()

@@ -27,6 +27,7 @@ from mini_llm.train import (
     learning_rate_at,
     make_optimizer,
     train,
+    use_tf32_products,
     warmup_cosine_learning_rate,
 )
 
@@ -467,3 +468,15 @@ def test_compiled_training_matches_eager_and_saves_plain_weights(tmp_path, size)
         assert a == pytest.approx(b, abs=1e-4)
     saved = load_checkpoint(tmp_path / "ckpt.pt")["model"]
     assert set(saved) == set(tiny_gpt().state_dict())  # no "_orig_mod." prefixes
+
+
+def test_tf32_products_are_turned_on_for_a_cuda_device_only():
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        use_tf32_products(torch.device("cpu"))
+        assert torch.get_float32_matmul_precision() == "highest"  # a CPU's float32 stays exact
+        use_tf32_products(torch.device("cuda"))  # a setting, so it needs no GPU to be made
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(before)
