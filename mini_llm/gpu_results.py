@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mini_llm.bench import mfu
+
 SCHEMA = 1
 REQUIRED = {
     "": ("schema", "date", "command", "commit", "hardware", "peak_flops", "train", "ablations"),
@@ -117,85 +119,113 @@ def describe_gpu_results(results: dict) -> str:
     """What the recorded run shows, as Markdown paragraphs whose every number comes from
     ``results``; a comparison is worded by the numbers, and a paragraph whose measurements
     the file lacks (a run without compilation, say) is left out."""
+    paragraphs = (
+        _training(results),
+        _launches(results),
+        _cuda_graphs(results),
+        _precision(results),
+        _attention(results),
+    )
+    return "\n\n".join(paragraph for paragraph in paragraphs if paragraph)
+
+
+def _training(results: dict) -> str:
     run = results["train"]
-    tokens_per_step = run["batch_size"] * run["block_size"]
     losses = run["val_losses"]
     interval = losses[1][0] - losses[0][0] if len(losses) > 1 else run["steps"]
-    paragraphs = [
-        (
-            f"The {run['steps']:,} steps took {run['train_seconds']:.0f} s, compilation and an "
-            f"evaluation every {interval:,} steps included; the validation loss fell from "
-            f"{losses[0][1]:.2f} to {losses[-1][1]:.3f}."
+    return (
+        f"The {run['steps']:,} steps took {run['train_seconds']:.0f} s, compilation and an "
+        f"evaluation every {interval:,} steps included; the validation loss fell from "
+        f"{losses[0][1]:.2f} to {losses[-1][1]:.3f}."
+    )
+
+
+def _launches(results: dict) -> str | None:
+    eager, compiled = _row(results, "compile", "off"), _row(results, "compile", "on")
+    if not eager or "kernels_per_step" not in eager:
+        return None
+    ms, busy, kernels = (
+        eager["ms_per_step"],
+        eager["gpu_busy_ms_per_step"],
+        eager["kernels_per_step"],
+    )
+    text = (
+        f"A model of {results['train'].get('parameters', 0):,} parameters is small for this "
+        f"GPU. An eager training step (bf16 autocast, no compilation), timed on its own, takes "
+        f"{ms:.1f} ms, yet the GPU runs kernels for only {busy:.1f} ms of it ({busy / ms:.0%}): "
+        f"the step launches {kernels:,.0f} kernels, one every {ms * 1000 / kernels:.0f} µs, and "
+        "the GPU finishes each kernel sooner than Python and PyTorch's dispatcher launch the next."
+    )
+    if compiled and "kernels_per_step" in compiled:
+        direction = "falls" if compiled["ms_per_step"] < ms else "rises"
+        text += (
+            f" `torch.compile` fuses operators into fewer kernels "
+            f"({compiled['kernels_per_step']:,.0f}), and the step {direction} to "
+            f"{compiled['ms_per_step']:.1f} ms, with {compiled['gpu_busy_ms_per_step']:.1f} ms "
+            "of GPU work."
         )
-    ]
+    return text
+
+
+def _cuda_graphs(results: dict) -> str | None:
     eager, compiled = _row(results, "compile", "off"), _row(results, "compile", "on")
     graphs = _row(results, "compile", "on, CUDA graphs")
-    if eager and "kernels_per_step" in eager:
-        text = (
-            f"A model of {run.get('parameters', 0):,} parameters is small for this GPU. An "
-            f"eager training step (bf16 autocast, no compilation), timed on its own, takes "
-            f"{eager['ms_per_step']:.1f} ms, yet the GPU runs kernels for only "
-            f"{eager['gpu_busy_ms_per_step']:.1f} ms of it "
-            f"({eager['gpu_busy_ms_per_step'] / eager['ms_per_step']:.0%}): the step launches "
-            f"{eager['kernels_per_step']:,.0f} kernels, one every "
-            f"{eager['ms_per_step'] * 1000 / eager['kernels_per_step']:.0f} µs, and the GPU "
-            "finishes each kernel sooner than Python and PyTorch's dispatcher launch the next."
-        )
-        if compiled and "kernels_per_step" in compiled:
-            text += (
-                f" `torch.compile` fuses operators into fewer kernels "
-                f"({compiled['kernels_per_step']:,.0f}), and the step "
-                f"{'falls' if compiled['ms_per_step'] < eager['ms_per_step'] else 'rises'} to "
-                f"{compiled['ms_per_step']:.1f} ms, with {compiled['gpu_busy_ms_per_step']:.1f} "
-                "ms of GPU work."
-            )
-        paragraphs.append(text)
-    if graphs and compiled and eager and results.get("peak_flops"):
-        peak = results["peak_flops"]
-        share = {
-            name: tokens_per_step / (row["ms_per_step"] / 1000) * run["flops_per_token"] / peak
-            for name, row in (("compiled", compiled), ("graphs", graphs))
-        }
-        paragraphs.append(
-            'CUDA graphs (`torch.compile(model, mode="reduce-overhead")`) record the '
-            "kernels once and replay them with a single launch: "
-            f"{graphs['ms_per_step']:.1f} ms a step, {eager['ms_per_step'] / graphs['ms_per_step']:.1f} "
-            f"times as fast as eager and {compiled['ms_per_step'] / graphs['ms_per_step']:.1f} "
-            f"times as fast as compiled without graphs. The model's arithmetic then uses "
-            f"{share['graphs']:.1%} of the GPU's peak, against {share['compiled']:.1%} for the "
-            f"compiled step and {run['mfu']:.1%} over the whole run."
-        )
-    bf16, tf32 = (
-        _row(results, "precision", "bf16"),
-        _row(results, "precision", "fp32 (TF32 products)"),
+    if not (eager and compiled and graphs and results.get("peak_flops")):
+        return None
+    run = results["train"]
+
+    def share(row):  # of the GPU's peak, at this row's speed
+        tokens_per_s = run["batch_size"] * run["block_size"] / (row["ms_per_step"] / 1000)
+        return mfu(tokens_per_s, run["flops_per_token"], results["peak_flops"])
+
+    return (
+        'CUDA graphs (`torch.compile(model, mode="reduce-overhead")`) record the kernels once '
+        f"and replay them with a single launch: {graphs['ms_per_step']:.1f} ms a step, "
+        f"{eager['ms_per_step'] / graphs['ms_per_step']:.1f} times as fast as eager and "
+        f"{compiled['ms_per_step'] / graphs['ms_per_step']:.1f} times as fast as compiled "
+        f"without graphs. The model's arithmetic then uses {share(graphs):.1%} of the GPU's "
+        f"peak, against {share(compiled):.1%} for the compiled step and {run['mfu']:.1%} over "
+        "the whole run."
     )
-    if eager and bf16 and tf32:
-        twice = sorted((eager["ms_per_step"], bf16["ms_per_step"]))
-        where = "between the two" if twice[0] <= tf32["ms_per_step"] <= twice[1] else "outside them"
-        paragraphs.append(
-            f"The same eager bf16 step was timed twice, in separate short runs: {twice[0]:.1f} "
-            f"and {twice[1]:.1f} ms, {twice[1] / twice[0] - 1:.0%} apart. Float32 with TF32 "
-            f"products took {tf32['ms_per_step']:.1f} ms, {where}. While the launches set the "
-            "pace, the precision of the arithmetic is lost in the spread of repeated timings; "
-            "bf16 pays where the products, not the launches, take the time."
-        )
+
+
+def _precision(results: dict) -> str | None:
+    eager, bf16 = _row(results, "compile", "off"), _row(results, "precision", "bf16")
+    tf32 = _row(results, "precision", "fp32 (TF32 products)")
+    if not (eager and bf16 and tf32):
+        return None
+    low, high = sorted((eager["ms_per_step"], bf16["ms_per_step"]))
+    where = "between the two" if low <= tf32["ms_per_step"] <= high else "outside them"
+    return (
+        f"The same eager bf16 step was timed twice, in separate short runs: {low:.1f} and "
+        f"{high:.1f} ms, {high / low - 1:.0%} apart. Float32 with TF32 products took "
+        f"{tf32['ms_per_step']:.1f} ms, {where}. While the launches set the pace, the precision "
+        "of the arithmetic is lost in the spread of repeated timings; bf16 pays where the "
+        "products, not the launches, take the time."
+    )
+
+
+def _attention(results: dict) -> str | None:
     by = {(row["block_size"], row["attention"]): row for row in results.get("attention", [])}
     lengths = sorted({length for length, _ in by})
-    if len(lengths) >= 2 and all(
-        (t, k) in by for t in lengths[:1] + lengths[-1:] for k in ("fused", "explicit")
+    kinds = ("fused", "explicit")
+    if len(lengths) < 2 or not all(
+        (t, k) in by for t in lengths[:: len(lengths) - 1] for k in kinds
     ):
-        short, long = lengths[0], lengths[-1]
-        fused, explicit = by[(long, "fused")], by[(long, "explicit")]
-        paragraphs.append(
-            f"At a context of {long:,} tokens (batch {explicit['batch_size']}), explicit attention needs "
-            f"{explicit['peak_memory_gib']:.2f} GiB at its peak against "
-            f"{fused['peak_memory_gib']:.2f} GiB for the fused kernel "
-            f"({explicit['peak_memory_gib'] / fused['peak_memory_gib']:.1f} times as much), and "
-            f"its step takes {explicit['ms_per_step']:.1f} against {fused['ms_per_step']:.1f} "
-            f"ms. From {short:,} tokens to {long:,} the explicit step's memory grows "
-            f"{explicit['peak_memory_gib'] / by[(short, 'explicit')]['peak_memory_gib']:.1f}-fold "
-            f"and the fused step's "
-            f"{fused['peak_memory_gib'] / by[(short, 'fused')]['peak_memory_gib']:.1f}-fold: "
-            "the score matrices, as on the CPU above."
-        )
-    return "\n\n".join(paragraphs)
+        return None
+    short, long = lengths[0], lengths[-1]
+    fused, explicit = by[(long, "fused")], by[(long, "explicit")]
+
+    def growth(kind):  # of peak memory, from the shortest context to the longest
+        return by[(long, kind)]["peak_memory_gib"] / by[(short, kind)]["peak_memory_gib"]
+
+    return (
+        f"At a context of {long:,} tokens (batch {explicit['batch_size']}), explicit attention "
+        f"needs {explicit['peak_memory_gib']:.2f} GiB at its peak against "
+        f"{fused['peak_memory_gib']:.2f} GiB for the fused kernel "
+        f"({explicit['peak_memory_gib'] / fused['peak_memory_gib']:.1f} times as much), and its "
+        f"step takes {explicit['ms_per_step']:.1f} against {fused['ms_per_step']:.1f} ms. From "
+        f"{short:,} tokens to {long:,} the explicit step's memory grows "
+        f"{growth('explicit'):.1f}-fold and the fused step's {growth('fused'):.1f}-fold: the "
+        "score matrices, as on the CPU above."
+    )
