@@ -144,7 +144,12 @@ def test_the_assignment_list_shows_no_error(lab, tab):
     tab.page.goto(f"{base}/lab?token={token}")
     command = "'nbgrader:open-assignment-list'"  # nbgrader's JupyterLab extension's
     tab.page.wait_for_function(f"window.jupyterapp?.commands.hasCommand({command})")
-    tab.page.evaluate(f"window.jupyterapp.commands.execute({command})")
+    # Opened before JupyterLab has restored its layout, the panel can be added and then hidden
+    # behind the restored tabs (CI saw its heading "resolved to hidden" for two minutes).
+    tab.page.evaluate(
+        f"async () => {{ await window.jupyterapp.restored;"
+        f" await window.jupyterapp.commands.execute({command}); }}"
+    )
     tab.page.wait_for_selector("text=Released assignments")
     tab.page.wait_for_timeout(2000)  # the course list is fetched after the panel appears
     text = tab.page.inner_text("body")
