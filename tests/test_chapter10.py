@@ -14,7 +14,7 @@ from _book_helpers import read_page
 
 from mini_llm.bench import gpt_flops_per_token
 from mini_llm.bpe import BPETokenizer
-from mini_llm.corpus import load_text
+from mini_llm.corpus import load_corpus, load_text
 from mini_llm.data import training_text
 from mini_llm.gpt import GPTConfig
 from mini_llm.tokenizer import CharTokenizer
@@ -145,21 +145,36 @@ def test_char_and_bpe_models_get_the_same_flops_and_the_verdict_matches_the_seed
 
 
 def test_artefacts(page, glued, texts, page_bpe):
-    train, _ = texts
+    tokenizer_text = texts[0][:1_500_000]  # what the page's tokenizer learned from
     assert shown(page, glued, "ch10_king_tokens") == 3
     frequent, rare = glued["ch10_frequent_name"], glued["ch10_rare_name"]
-    assert shown(page, glued, "ch10_frequent_name") == train.count(" Coriolanus")
-    assert shown(page, glued, "ch10_rare_name") == train.count(" Volumnia")
-    frequent_tokens = shown(page, glued, "ch10_frequent_name_tokens")
+    assert shown(page, glued, "ch10_frequent_name") == tokenizer_text.count(" Coriolanus")
+    assert shown(page, glued, "ch10_rare_name") == tokenizer_text.count(" Volumnia")
+    frequent_tokens = len(page_bpe.encode(" Coriolanus"))
     rare_tokens = shown(page, glued, "ch10_rare_name_tokens")
-    assert frequent_tokens == len(page_bpe.encode(" Coriolanus")) == 1
+    assert glued["ch10_frequent_name_tokens"] == frequent_tokens == 1
+    assert shown(page, glued, "ch10_frequent_name_phrase") == "1 token"
     assert rare_tokens == len(page_bpe.encode(" Volumnia")) > 1
     assert frequent > rare == 1  # "one token or many by frequency"; "there 1 time"
-    assert shown(page, glued, "ch10_digits") == sum(c.isdigit() for c in train)
+    assert shown(page, glued, "ch10_digits") == sum(c.isdigit() for c in tokenizer_text)
     assert shown(page, glued, "ch10_year_tokens") == len(page_bpe.encode("1599")) == 4
-    # "so no merge joins two" digits
+    assert shown(page, glued, "ch10_year_split") == "one per digit"
+    # "so no merge joins two of them"
     pieces = page_bpe.token_strings()
-    assert not any(pieces[a].isdigit() and pieces[b].isdigit() for a, b in page_bpe.merges)
+    digit_merge = any(pieces[a].isdigit() and pieces[b].isdigit() for a, b in page_bpe.merges)
+    assert not digit_merge
+    assert shown(page, glued, "ch10_digit_merges") == "so no merge joins two of them"
+
+
+def test_the_sizes_the_prose_names(page, glued, texts, page_bpe):
+    train, held_out = texts
+    assert shown(page, glued, "ch10_n_plays") == len(load_corpus("shakespeare")) > 30
+    assert shown(page, glued, "ch10_tokenizer_chars", ",") == 1_500_000 < len(train)
+    assert shown(page, glued, "ch10_tokenizer_bytes", ",") == len(train[:1_500_000].encode("utf-8"))
+    merges = shown(page, glued, "ch10_tokenizer_merges", ",")
+    assert merges == len(page_bpe.merges) == shown(page, glued, "ch10_tokenizer_vocab", ",") - 256
+    assert shown(page, glued, "ch10_bpc_train_chars", ",") <= len(train)
+    assert shown(page, glued, "ch10_bpc_test_chars", ",") <= len(held_out)
 
 
 def test_figures_and_diagram_are_referred_to(page, built_book):
