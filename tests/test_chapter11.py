@@ -144,6 +144,12 @@ def test_comparison_table_in_bits_per_character(page, glued):
     flat = " ".join(text.replace("\u2019", "'").split())
     summary = flat.split("A GPT is a stack of pre-LN decoder blocks", 1)[1]
     assert f"{glued['ch11_steps']} steps is behind chapter 5's RNN" in summary
+    behind = gpt > rnn_low
+    assert glued["ch11_summary_verdict"].startswith("is behind") == behind
+    assert glued["ch11_why_ahead"].startswith("Why the RNN is ahead") == behind
+    # each keeps its own learning rate, and the page says which
+    assert glued["ch11_gpt_lr"] == f"{resolve(DEFAULT_CONFIG, []).train.learning_rate:g}"
+    assert float(glued["ch11_rnn_lr"]) > 0
     assert f"{glued['ch11_gpt_bits']:.3f} bits per character against the RNN's" in summary
 
 
@@ -205,10 +211,11 @@ def test_inside_the_model(page, glued):
     assert glued["ch11_entropy_first_low"] == pytest.approx(min(entropies[:4]), abs=0.006)
     assert glued["ch11_entropy_first_high"] == pytest.approx(max(entropies[:4]), abs=0.006)
     assert glued["ch11_entropy_first_low"] > glued["ch11_max_entropy"] - 0.2
+    assert glued["ch11_first_block_verdict"].startswith("near that maximum")
     assert glued["ch11_distance_last"] == pytest.approx(np.mean(distances[-1]), abs=0.06)
     low, high = glued["ch11_ablation_min"], glued["ch11_ablation_max"]
     assert low <= high and high > 0  # silencing the most valuable head costs something
-    assert re.fullmatch(r"head [0-3] of block [1-4]", glued["ch11_ablation_worst"])
+    assert re.fullmatch(r"head [1-4] of block [1-4]", glued["ch11_ablation_worst"])
     found = re.search(r"silencing one head adds ([+-][\d.]+) to ([+-][\d.]+)", text)
     assert float(found[1]) == pytest.approx(low, abs=5e-4)
     assert float(found[2]) == pytest.approx(high, abs=5e-4)
@@ -244,6 +251,8 @@ def test_your_own_gpt_trains_like_the_reference_and_check_names_the_bug(page, gl
     assert f"{len(solved)} of {len(PARTS)} are yours" in flat
     # "the curves coincide", not to the last bit, and rounding differences grow a little
     assert 0 < glued["ch11_own_gap"] <= 1e-3
+    assert glued["ch11_own_curves"] == "the curves coincide"
+    assert glued["ch11_own_sample_verdict"] == "is the text"
     assert glued["ch11_own_forward_gap"] <= 1e-5  # float32 rounding of the logits
     assert glued["ch11_own_forward_gap"] < glued["ch11_own_gap"]
     shown = re.search(r"yours - reference: (\d\.\de[+-]\d+)", flat)
