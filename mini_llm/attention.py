@@ -32,8 +32,9 @@ def scaled_dot_product_attention(
 
     A query that may attend to nothing (a fully masked row) gets weights 0 and output 0. Filling
     the masked scores with -inf instead gives 0/0 = NaN there; a finite -1e9 gives a defined but
-    meaningless answer, the uniform mean of the *forbidden* values (and it rounds to -inf in
-    float16). So masked scores are -inf, and rows without any allowed key are zeroed explicitly.
+    meaningless answer, the uniform mean of the *forbidden* values (and float16 cannot hold it:
+    ``masked_fill`` refuses, a conversion gives -inf). So masked scores are -inf, and rows
+    without any allowed key are zeroed explicitly.
     """
     if q.size(-1) != k.size(-1):
         raise ValueError(f"queries have d_k={q.size(-1)} but keys have {k.size(-1)}")

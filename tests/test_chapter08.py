@@ -40,6 +40,15 @@ def test_it_attends_to_agent(page, glued):
     _, text = page
     others = [float(w) for w in re.findall(r"'it' -> (?!agent)\w+\s+([\d.]+)", text)]
     assert len(others) == 6 and weight > 1 / 7 and weight > max(others)
+    assert shown(page, glued, "ch08_plain_average", ".2f") == pytest.approx(1 / 7)
+    # the worked numbers: dot product 4 (the entry of W_q), divided by sqrt(4 features)
+    assert shown(page, glued, "ch08_it_dot", ".0f") == 4
+    assert shown(page, glued, "ch08_it_other_dots", ".0f") == 0
+    assert shown(page, glued, "ch08_it_dk", "") == 4
+    score = shown(page, glued, "ch08_it_score", ".0f")
+    others_count = shown(page, glued, "ch08_it_others", "")
+    assert score == 2 and others_count == 6
+    assert weight == pytest.approx(math.exp(score) / (math.exp(score) + others_count))
 
 
 def test_equal_to_pytorch_and_to_the_gpt(page, glued):
@@ -51,6 +60,9 @@ def test_equal_to_pytorch_and_to_the_gpt(page, glued):
 
 
 def test_square_root_scaling_measured(page, glued):
+    n_keys = shown(page, glued, "ch08_n_keys", "")
+    _, text = page
+    assert "max weight (unscaled)" in text and "max weight (scaled)" in text
     low = shown(page, glued, "ch08_var_ratio_min", ".2f")
     high = shown(page, glued, "ch08_var_ratio_max", ".2f")
     assert 0.9 < low <= high < 1.1  # Var(q.k) = d_k
@@ -60,7 +72,7 @@ def test_square_root_scaling_measured(page, glued):
     entropy_unscaled = shown(page, glued, "ch08_entropy_unscaled_512", ".2f")
     entropy_scaled = shown(page, glued, "ch08_entropy_scaled_512", ".2f")
     uniform = shown(page, glued, "ch08_entropy_uniform", ".2f")
-    assert uniform == pytest.approx(math.log(16))
+    assert uniform == pytest.approx(math.log(n_keys))
     assert entropy_unscaled < 0.5 and entropy_scaled > 0.8 * uniform  # "close to uniform"
 
 
@@ -84,10 +96,16 @@ def test_training_with_and_without_scaling(page, glued):
     assert shown(page, glued, "ch08_steps_ratio_min", ".1f") == pytest.approx(min(per_seed))
     assert shown(page, glued, "ch08_steps_ratio_max", ".1f") == pytest.approx(max(per_seed))
     note = glued["ch08_unreached_note"]
-    assert note in text
-    budget_hits = sum(s == 200 for s in runs["with"] + runs["without"])
-    assert ("all six runs got there" in note) == (budget_hits == 0)
-    assert max(runs["with"]) < 200  # "still learns" needs the scaled runs at least
+    assert note.strip() in text
+    budget = shown(page, glued, "ch08_budget", "")
+    budget_hits = sum(s == budget for s in runs["with"] + runs["without"])
+    assert ("All six runs got there" in note) == (budget_hits == 0)
+    assert max(runs["with"]) < budget  # "still learns" needs the scaled runs at least
+    assert shown(page, glued, "ch08_toy_length", "") == 16
+    assert shown(page, glued, "ch08_toy_vocab", "") == 16
+    assert shown(page, glued, "ch08_toy_width", "") == 64
+    assert shown(page, glued, "ch08_toy_batch", "") == 32
+    assert "1.5 to 2 times" not in text  # an unsourced claim, cut
 
 
 def test_masks_and_empty_rows(page, glued):
@@ -97,6 +115,15 @@ def test_masks_and_empty_rows(page, glued):
     assert "-inf fill: [[nan, nan, nan]]" in text
     assert "-1e9 fill: [[0.3333333" in text
     assert "mini_llm : [[0.0, 0.0, 0.0]]" in text
+    # float16: -1e9 overflows (an error in masked_fill, -inf when converted)
+    assert "float16, -1e9 fill: value cannot be converted to type c10::Half" in text
+    assert "float16, -1e9 converted: -inf" in text
+    half_min = shown(page, glued, "ch08_half_min", ",.0f")
+    assert half_min == -65504.0
+    assert "float16, finfo.min = -65504 fill: [[0.333" in text
+    # PyTorch: the fused function zeroes an empty row, nn.MultiheadAttention gives nan
+    assert "F.scaled_dot_product_attention, output: [[[0.0, 0.0]]]" in text
+    assert "nn.MultiheadAttention, output        : [[[nan, nan]]]" in text
 
 
 def test_positions(page, glued):
@@ -117,7 +144,17 @@ def test_extrapolation(page, glued):
     learned = shown(page, glued, "ch08_beyond_learned", ".1%")
     sinusoidal = shown(page, glued, "ch08_beyond_sinusoidal", ".1%")
     relative = shown(page, glued, "ch08_beyond_relative", ".1%")
-    assert learned < 0.12  # "about chance", 1/16
+    chance = shown(page, glued, "ch08_chance", ".2%")
+    assert chance == 1 / 16
+    assert learned < 2 * chance  # "about chance"
+    train_length = shown(page, glued, "ch08_ext_train_length", "")
+    test_length = shown(page, glued, "ch08_ext_test_length", "")
+    assert shown(page, glued, "ch08_ext_last", "") == test_length - 1
+    assert table[0][1] == f"accuracy, length {train_length}"
+    assert f"{train_length}–{test_length - 1} of length {test_length}" in table[0][2]
+    assert shown(page, glued, "ch08_ext_width", "") == 32
+    assert shown(page, glued, "ch08_ext_steps", "") == 200
+    assert shown(page, glued, "ch08_shared_distance", "") == 15
     assert relative > max(learned, sinusoidal) + 0.2  # the relative bias extrapolates
 
 
@@ -125,9 +162,12 @@ def test_heads_cost_nothing_extra_and_split_the_work(page, glued):
     raw, _ = page
     assert shown(page, glued, "ch08_params", "") == "16,384" == f"{4 * 64 * 64:,}"
     assert glued["ch08_params_distinct"] == 1 and glued["ch08_flops_distinct"] == 1
-    T, d = 128, 64
+    T, d = shown(page, glued, "ch08_flops_T", ""), shown(page, glued, "ch08_flops_d", "")
+    assert (T, d) == (128, 64)
     assert shown(page, glued, "ch08_flops", "") == f"{8 * T * d * d + 4 * T * T * d:,}"
     table = next(rows for rows in html_tables(raw) if rows and rows[0][0] == "heads H")
+    assert table[0][-1] == f"matmul FLOPs (T = {T})"
+    assert shown(page, glued, "ch08_head_steps", "") == 400
     assert [row[0] for row in table[1:]] == ["1", "2", "4", "8"]
     k0, k1 = shown(page, glued, "ch08_head0_k", ".0f"), shown(page, glued, "ch08_head1_k", ".0f")
     assert {k0, k1} == {1, 3}  # each head took one of the two distances
@@ -145,12 +185,26 @@ def test_cost(page, glued):
     first = shown(page, glued, "ch08_rnn_over_attention_first", ".1f")
     last = shown(page, glued, "ch08_rnn_over_attention_last", ".1f")
     assert first > 1 and last < first  # slower at n = 128; the gap closes
+    _, text = page
+    lengths = [int(n) for n in re.findall(r"n = +(\d+): attention", text)]
+    assert lengths == [128, 256, 512, 1024, 2048]
+    assert shown(page, glued, "ch08_cost_first", "") == lengths[0]
+    assert shown(page, glued, "ch08_cost_last", "") == lengths[-1]
+    assert shown(page, glued, "ch08_cost_fit_from", "") == lengths[2]
+    assert shown(page, glued, "ch08_cost_d", "") == 64
 
 
-def test_page_has_its_figures_diagram_and_math(page):
+def test_page_has_its_figures_diagram_and_math(page, built_book):
     raw, text = page
     assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 6
-    assert re.search(r'<(object|img)[^>]+\.svg"[^>]*class="graphviz"', raw), "no diagram"
+    diagram = re.search(
+        r'<(?:object|img)[^>]+(?:data|src)="([^"]+\.svg)"[^>]*class="graphviz"', raw
+    )
+    assert diagram, "no diagram"
+    # relative positions are a bias on the scores: their edge goes to the attention, not to x
+    svg = (built_book / diagram.group(1)).read_text(encoding="utf-8")
+    assert "a bias per distance" in svg and "the scores" in svg
+    assert "the same FLOPs as one head" in text
     for n in range(1, 8):
         assert f"Fig. 8.{n}" in text, f"Fig. 8.{n} is not referred to"
     assert raw.count('class="math') >= 8
