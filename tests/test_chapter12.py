@@ -5,6 +5,7 @@ only from the committed results file."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 
@@ -13,12 +14,20 @@ import pytest
 from _book_helpers import BOOK_DIR, html_tables, read_page
 
 from mini_llm import configs
-from mini_llm.bench import gpt_flops_per_token
-from mini_llm.gpt import GPTConfig
-from mini_llm.gpu_results import read_gpu_results
+from mini_llm.bench import gpt_flops_per_token, mfu
+from mini_llm.corpus import load_text
+from mini_llm.gpt import GPT, GPTConfig
+from mini_llm.gpu_results import read_gpu_results, step_mfu, summary_sentence, timing_spread
 from mini_llm.scaling import fit_power_law
+from mini_llm.tokenizer import CharTokenizer
 
 PAGE = "ch12_gpu_training"
+
+
+@functools.cache
+def vocab() -> int:
+    """The vocabulary of every model on the page: the distinct characters of Shakespeare."""
+    return CharTokenizer.from_text(load_text("shakespeare")).vocab_size
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +54,23 @@ def shown(page, glued, name, spec=""):
 
 
 def test_flops_table_and_the_share_of_attention(page, glued):
-    raw, _ = page
+    raw, text = page
+    assert shown(page, glued, "ch12_vocab_size") == vocab()  # "the distinct characters"
     table = next(rows for rows in html_tables(raw) if rows and rows[0][0] == "config")
     shares = {row[0]: row[-1] for row in table[1:]}
-    gpu = GPTConfig(vocab_size=82, **configs.resolve("shakespeare-char-gpu").model)
+    gpu = GPTConfig(vocab_size=vocab(), **configs.resolve("shakespeare-char-gpu").model)
     attention = 12 * gpu.n_layer * gpu.block_size * gpu.n_embd
     share = shown(page, glued, "ch12_attention_share_gpu", ".1%")
     assert share == pytest.approx(attention / gpt_flops_per_token(gpu))
     assert shares["shakespeare-char-gpu"] == f"{share:.1%}"
     assert float(shares["shakespeare-char-cpu"].rstrip("%")) / 100 < share  # grows with T
+    # N is every parameter but the position embedding; its vectors are "too few to matter"
+    n = gpu.parameter_count() - gpu.block_size * gpu.n_embd
+    assert {row[0]: row[1] for row in table[1:]}["shakespeare-char-gpu"] == f"{n:,}"
+    vectors = sum(p.numel() for p in GPT(gpu).parameters() if p.dim() == 1)
+    assert shown(page, glued, "ch12_vector_share_gpu", ".1%") == pytest.approx(vectors / n)
+    assert vectors / n < 0.01
+    assert re.search(r"Table 12\.\d+\s+Training FLOPs per token", text)  # numbered, captioned
 
 
 def test_profile_and_mfu(page, glued):
@@ -71,6 +88,29 @@ def test_profile_and_mfu(page, glued):
     assert shown(page, glued, "ch12_cpu_peak_gflops", ".1f") > 0
 
 
+def test_the_profile_puts_each_operator_in_its_own_kind(glued):
+    """The grouping of the profile: a LayerNorm's backward is not the optimizer's, a product
+    under another library's name is a product, the clipping's norms are the optimizer's."""
+    kinds = glued["ch12_kind_of_operator"]
+    expected = [  # (fragment, kind), the first fragment found in a name decides
+        ("attention", "attention"),
+        ("layer_norm", "norms and activations"),
+        ("layernorm", "norms and activations"),
+        ("gelu", "norms and activations"),
+        ("softmax", "norms and activations"),
+        ("matmul", "matrix multiply"),
+        ("linear", "matrix multiply"),
+        ("adam", "optimizer and clipping"),
+        ("_foreach_norm", "optimizer and clipping"),
+        ("vector_norm", "optimizer and clipping"),
+    ]
+    for name, kind in kinds.items():
+        right = next((k for fragment, k in expected if fragment in name.lower()), None)
+        assert right in (None, kind), f"{name} is grouped as {kind!r}, not {right!r}"
+    assert any("layer_norm_backward" in name for name in kinds)  # the case that went wrong
+    assert any("adam" in name.lower() for name in kinds)
+
+
 def test_accumulation_resume_and_ddp_give_the_same_update(page, glued):
     assert shown(page, glued, "ch12_accum_gap", ".1e") < 1e-5  # float32 rounding
     assert shown(page, glued, "ch12_resume_gap", ".1e") == 0  # "continued exactly"
@@ -83,6 +123,15 @@ def test_accumulation_resume_and_ddp_give_the_same_update(page, glued):
 
 
 def test_precision_and_compilation_were_measured_here(page, glued):
+    # the data sheets' dense rates: bf16 about twice TF32, far more than plain float32
+    over_tf32 = shown(page, glued, "ch12_bf16_over_tf32", ".0f")
+    over_fp32 = shown(page, glued, "ch12_bf16_over_fp32", ".0f")
+    assert over_tf32 == pytest.approx(2, abs=0.05) and over_fp32 > 10
+    results = read_gpu_results(BOOK_DIR / "results" / "gpu_check.json")
+    if results is not None and "H200" in results["hardware"]["name"]:
+        assert results["peak_flops"] / 1e12 == pytest.approx(1979 / 2, rel=1e-3)
+    _, text = page
+    assert "BF16 tensor cores 989.5 TFLOP/s dense" in " ".join(text.split())
     assert shown(page, glued, "ch12_bf16_ratio", ".2f") > 0
     assert shown(page, glued, "ch12_bf16_loss_gap", ".1e") < 1e-2  # rounding, not a bug
     assert shown(page, glued, "ch12_compile_s", ".1f") > 0
@@ -117,9 +166,9 @@ def test_scaling_sweep_fit_and_its_claims(page, glued):
         assert (
             size
             == GPTConfig(
-                vocab_size=82, block_size=32, n_layer=2, n_head=2, n_embd=d
+                vocab_size=vocab(), block_size=32, n_layer=2, n_head=2, n_embd=d
             ).parameter_count()
-            - (82 + 32) * d
+            - (vocab() + 32) * d
         )
     assert np.all(np.diff(losses) < 0)  # the loss falls as the model grows
     alpha = shown(page, glued, "ch12_alpha", ".2f")
@@ -144,6 +193,28 @@ def test_scaling_sweep_fit_and_its_claims(page, glued):
     last = shown(page, glued, "ch12_budget_last", ".2f")
     assert last < first  # "more data would lower it"
     assert shown(page, glued, "ch12_budget_growth") == 8
+    # every budget warms up over the same share of its own steps (not a fixed count)
+    share = shown(page, glued, "ch12_warmup_share", ".0%")
+    budgets = re.findall(
+        r"([\d,]+) tokens \(\s*(\d+) steps,\s*(\d+) of warm-up\): val loss ([\d.]+)", text
+    )
+    assert [int(steps) for _, steps, _, _ in budgets] == [25, 50, 100, 200]
+    for tokens_seen, steps, warmup, _ in budgets:
+        assert int(warmup) == max(1, int(int(steps) * share))
+        assert int(tokens_seen.replace(",", "")) == int(steps) * 16 * 32
+    assert float(budgets[0][3]) == pytest.approx(first, abs=5e-3)
+    assert float(budgets[-1][3]) == pytest.approx(last, abs=5e-3)
+    assert shown(page, glued, "ch12_gopher_ratio", ".0f") == 4  # "the 4 times larger Gopher"
+    # C is the floor of this budget: the recorded GPU run, trained far longer, goes past it
+    note = shown(page, glued, "ch12_floor_note")
+    results = read_gpu_results(BOOK_DIR / "results" / "gpu_check.json")
+    if results is not None:
+        run = results["train"]
+        gpu_loss = run["val_losses"][-1][1]
+        side = "below" if gpu_loss < glued["ch12_floor"] else "above"
+        assert f"validation loss of {gpu_loss:.3f} on the same text, {side} this fitted C" in note
+        gpu_tokens = run["steps"] * run["batch_size"] * run["block_size"]
+        assert f"{gpu_tokens / tokens:,.0f} times as many tokens" in note
 
 
 def test_gpu_section_shows_only_the_committed_results_file(page, glued):
@@ -160,6 +231,38 @@ def test_gpu_section_shows_only_the_committed_results_file(page, glued):
     rows = {(row["what"], row["setting"]): row for row in results["ablations"]}
     eager, compiled = rows[("compile", "off")], rows[("compile", "on")]
     graphs = rows[("compile", "on, CUDA graphs")]
+    # the table says which MFU is over the wall clock and which is the training step's alone
+    raw, _ = page
+    table = dict(
+        row[:2]
+        for rows_ in html_tables(raw)
+        if rows_ and rows_[0][0] == "measured"
+        for row in rows_
+    )
+    assert table["MFU, wall clock"].startswith(f"{run['mfu']:.1%} of ")
+    alone = step_mfu(results, compiled)
+    assert alone == pytest.approx(
+        mfu(
+            run["batch_size"] * run["block_size"] / (compiled["ms_per_step"] / 1000),
+            run["flops_per_token"],
+            results["peak_flops"],
+        )
+    )
+    assert table["MFU, compiled training step alone"].startswith(f"{alone:.1%} ")
+    assert alone > run["mfu"]  # the wall clock holds compilation and evaluation too
+    assert table["tokens/s, wall clock"] == f"{run['tokens_per_s']:,.0f}"
+    assert "short run: eager, bf16, timed again" in table  # the repeat is marked as one
+    assert re.search(r"Table 12\.\d+\s+The recorded GPU run", text)
+    assert f"The run used PyTorch {hardware['torch']}" in text
+    # the spread of the same step timed twice, and which effects stand out of it
+    low, high = timing_spread(results)
+    assert f"{low:.1f} and {high:.1f} ms, {high / low - 1:.0%} apart" in text
+    for name, row in (("compilation's", compiled), ("CUDA graphs'", graphs)):
+        ratio = eager["ms_per_step"] / row["ms_per_step"]
+        verdict = "within" if ratio < high / low else "beyond"
+        assert f"{name} {ratio:.2f}× over eager is {verdict} it" in text.replace("\u2019", "'")
+    assert glued["ch12_gpu_summary"] == summary_sentence(results)
+    shown(page, glued, "ch12_gpu_summary")
     busy = eager["gpu_busy_ms_per_step"]
     assert (
         f"takes {eager['ms_per_step']:.1f} ms, yet the GPU runs kernels for only {busy:.1f}" in text
