@@ -92,7 +92,7 @@ def test_patterns_read_off_the_counts_are_true(page, names_model):
 
 def test_sampled_names_match_the_package(page, names_model):
     _, text = page
-    vocab, train_names, _, _, _, counts = names_model
+    vocab, _, _, _, _, counts = names_model
     probs = bigram_probabilities(counts)
     generator = np.random.default_rng(seed=1234)
     start, end = vocab.stoi[BOS], vocab.stoi[EOS]
@@ -110,19 +110,93 @@ def test_sampled_names_match_the_package(page, names_model):
     uniform_samples = draw(uniform, 8)
     assert ", ".join(name or '""' for name in uniform_samples) in flowing
 
-    # The prose explains the empty uniform name and says the uniform names run long.
-    n_empty, expected, mean_uniform, mean_names = prose(
+    # The prose explains the empty uniform name and the spread of a geometric length.
+    n_empty, expected, sd, n_shown, sd_again, se, mean_uniform, n_shown_again, verdict = prose(
         text,
-        r"(\d+) of the uniform names is empty.*?on average \\\(V - 2\\\) = (\d+) letters"
-        r".*?and NUM for these eight, against NUM for the training names",
+        r"(\d+) of the uniform names is empty.*?with mean .*?= (\d+) letters and a standard "
+        r"deviation .*?≈ NUM, about as large as the mean\..*?the mean of (\d+) of them is "
+        r"uncertain by about NUM / √\d+ ≈ (\d+) letters, so an average of NUM letters for "
+        r"these (\d+) is (no surprise|unusual)\.",
     )
+    V = len(vocab)
+    lengths = [len(s) for s in uniform_samples]
     assert int(n_empty) == sum(name == "" for name in uniform_samples) >= 1
-    assert int(expected) == len(vocab) - 2
-    assert float(mean_uniform) == pytest.approx(
-        np.mean([len(s) for s in uniform_samples]), abs=0.05
+    assert int(expected) == V - 2
+    assert float(sd) == float(sd_again) == pytest.approx(math.sqrt((V - 1) * (V - 2)), abs=0.05)
+    assert int(n_shown) == int(n_shown_again) == len(uniform_samples)
+    standard_error = math.sqrt((V - 1) * (V - 2)) / math.sqrt(len(uniform_samples))
+    assert int(se) == round(standard_error)
+    assert float(mean_uniform) == pytest.approx(np.mean(lengths), abs=0.05)
+    z = abs(np.mean(lengths) - (V - 2)) / standard_error
+    assert verdict == ("no surprise" if z < 2 else "unusual")
+
+
+def test_bigram_names_are_measured_against_the_training_names(page, names_model):
+    _, text = page
+    vocab, train_names, _, _, _, counts = names_model
+    probs = bigram_probabilities(counts)
+    start, end = vocab.stoi[BOS], vocab.stoi[EOS]
+    rng = np.random.default_rng(seed=5678)
+    many = ["".join(vocab.decode(sample_sequence(probs, rng, start, end))) for _ in range(2000)]
+    vowels = set("aeiouy")
+
+    def shape(group):
+        lengths = np.array([len(name) for name in group])
+        shown = [name for name in group if name]
+        return (
+            lengths.mean(),
+            lengths.std(),
+            100 * np.mean([n[-1] in vowels | {"n"} for n in shown]),
+            100 * np.mean([n[0] not in vowels for n in shown]),
+        )
+
+    expected = {"training names": shape(train_names), "bigram samples": shape(many)}
+    for label, values in expected.items():  # the printed table
+        printed = re.search(label + r" +(\d+\.\d+) +(\d+\.\d+) +(\d+)% +(\d+)%", text)
+        assert printed, f"no printed row for {label}"
+        assert float(printed.group(1)) == pytest.approx(values[0], abs=0.005)
+        assert float(printed.group(2)) == pytest.approx(values[1], abs=0.005)
+        assert int(printed.group(3)) == round(values[2])
+        assert int(printed.group(4)) == round(values[3])
+
+    verdict, n_many, mean_b, mean_t, end_b, start_b, end_t, start_t = prose(
+        text,
+        r"(On average they are|Only partly): over ([\d,]+) bigram names the mean length is "
+        r"NUM letters, against NUM for the training names; (\d+) % end in a vowel or n and "
+        r"(\d+) % start with a consonant, against the (\d+) % and (\d+) % we counted",
     )
-    assert float(mean_names) == pytest.approx(np.mean([len(n) for n in train_names]), abs=0.05)
-    assert float(mean_uniform) > float(mean_names)
+    train, bigram = expected["training names"], expected["bigram samples"]
+    assert int(n_many.replace(",", "")) == len(many)
+    assert float(mean_b) == pytest.approx(bigram[0], abs=0.05)
+    assert float(mean_t) == pytest.approx(train[0], abs=0.05)
+    assert (int(end_b), int(start_b)) == (round(bigram[2]), round(bigram[3]))
+    assert (int(end_t), int(start_t)) == (round(train[2]), round(train[3]))
+    shaped = (
+        abs(bigram[0] - train[0]) < 0.5
+        and abs(bigram[2] - train[2]) < 5
+        and abs(bigram[3] - train[3]) < 5
+    )
+    assert verdict == ("On average they are" if shaped else "Only partly")
+
+    spread, sd_b, sd_t, shortest, longest = prose(
+        text,
+        r"Their lengths spread (more|less), though \(a standard deviation of NUM letters "
+        r"against NUM\), which is why the names above run from (\w+) to (\w+)\.",
+    )
+    assert float(sd_b) == pytest.approx(bigram[1], abs=0.05)
+    assert float(sd_t) == pytest.approx(train[1], abs=0.05)
+    assert spread == ("more" if bigram[1] > train[1] else "less")
+    generator = np.random.default_rng(seed=1234)  # the fifteen names shown on the page
+    shown = [
+        "".join(vocab.decode(sample_sequence(probs, generator, start, end))) for _ in range(15)
+    ]
+    assert (shortest, longest) == (min(shown, key=len), max(shown, key=len))
+
+
+def test_nats_and_the_lagrange_multiplier_are_explained(page):
+    _, text = page
+    assert "the unit of the result is the nat" in " ".join(text.split())
+    assert "A Lagrange multiplier is an extra unknown" in " ".join(text.split())
 
 
 def test_nll_table_reports_held_out_names_both_ways(page, names_model):
