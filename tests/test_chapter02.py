@@ -16,7 +16,13 @@ from _book_helpers import html_tables, prose, read_page
 
 from mini_llm.corpus import load_corpus
 from mini_llm.evaluation import perplexity, split_documents
-from mini_llm.smoothing import NGramModel, fit_interpolation_weights, unseen_ngram_fraction
+from mini_llm.smoothing import (
+    NGramModel,
+    fit_interpolation_weights,
+    lookup_counts,
+    ngram_counts,
+    unseen_ngram_fraction,
+)
 from mini_llm.vocab import BOS, Vocabulary
 
 
@@ -34,6 +40,27 @@ def names_split():
     return vocab, encoded
 
 
+@pytest.fixture(scope="module")
+def val_names():
+    return split_documents(load_corpus("names"), (0.8, 0.1, 0.1), seed=0)[1]
+
+
+ORDERS = range(1, 7)  # the orders the page counts: 1 to 6
+KS = np.logspace(-3, 0.5, 15)  # the page's grid of k
+
+
+@pytest.fixture(scope="module")
+def interpolated(names_split):
+    """Validation perplexity and weights of the interpolated model of each order."""
+    vocab, (train, val, _) = names_split
+    out = {}
+    for n in ORDERS:
+        model = NGramModel(train, n, len(vocab), vocab.stoi[BOS])
+        weights = fit_interpolation_weights(model.probabilities_by_order(val))
+        out[n] = (perplexity(model.interpolated_probabilities_of_next(val, weights)), weights)
+    return out
+
+
 def table_with(raw: str, first_header: str, column: str) -> list[list[str]]:
     found = [t for t in html_tables(raw) if t and t[0][0] == first_header and column in t[0]]
     assert len(found) == 1, f"expected one table with the columns {first_header!r}, {column!r}"
@@ -49,40 +76,89 @@ def results(page):
     return {int(row[0]): dict(zip(header, row)) for row in table[1:]}
 
 
-def test_perplexity_table_has_every_order_and_the_interpolated_values(results, names_split):
+def test_perplexity_table_has_every_order_and_the_interpolated_values(
+    results, names_split, interpolated
+):
     vocab, (train, val, _) = names_split
-    assert sorted(results) == [1, 2, 3, 4, 5]
+    assert sorted(results) == list(ORDERS)
     for n, row in results.items():
         model = NGramModel(train, n, len(vocab), vocab.stoi[BOS])
-        weights = fit_interpolation_weights(model.probabilities_by_order(val))
-        expected = perplexity(model.interpolated_probabilities_of_next(val, weights))
+        expected, _ = interpolated[n]
         assert float(row["interp. val"]) == pytest.approx(expected, abs=0.006)
-        assert row["MLE val"] == ("∞" if n > 1 else f"{expected:.2f}")
+        mle = perplexity(model.probabilities_of_next(val, k=0))
+        assert row["MLE val"] == ("∞" if np.isinf(mle) else f"{mle:.2f}")
         assert int(row["contexts"]) == len(model.tables[-1][0])
         if n >= 3:  # longer contexts overfit: the training names score better
             assert float(row["add-k train"]) < float(row["add-k val"])
 
 
-def test_three_things_that_stand_out_are_true(page, results):
+def test_three_things_that_stand_out_are_true(page, results, interpolated):
     _, text = page
-    addk_train = [float(results[n]["add-k train"]) for n in sorted(results)]
-    addk_val = [float(results[n]["add-k val"]) for n in sorted(results)]
-    interp_val = [float(results[n]["interp. val"]) for n in sorted(results)]
-    train5, best_n, best_val, val5, interp_n, interp_best = prose(
+    orders = sorted(results)
+    addk_train = [float(results[n]["add-k train"]) for n in orders]
+    addk_val = [float(results[n]["add-k val"]) for n in orders]
+    interp_train = [float(results[n]["interp. train"]) for n in orders]
+    interp_val = [interpolated[n][0] for n in orders]  # unrounded, recomputed
+    infinite = [n for n in orders if results[n]["MLE val"] == "∞"]
+    (
+        first_infinite,
+        train_trend,
+        top,
+        train_last,
+        best_n,
+        best_val,
+        after,
+        val_last,
+        top_again,
+        gap_trend,
+        interp_trend,
+        interp_n,
+        interp_best,
+        interp_after,
+        suffers,
+    ) = prose(
         text,
-        r"the 5-gram is down to NUM with add-k\), while the validation perplexity of add-k "
-        r"is best at \\\(n\\\) = (\d) \(NUM\) and then rises again, to NUM at "
-        r"\\\(n = 5\\\).*?Interpolation keeps improving up to \\\(n\\\) = (\d), the largest "
-        r"order tried \(NUM\)",
+        r"Without smoothing every model from n = (\d) on has infinite validation perplexity\. "
+        r"The training perplexity of add-k (falls at every order|does not fall at every order) "
+        r"\(the (\d)-gram is down to NUM\), while its validation perplexity is best at "
+        r"\\\(n\\\) = (\d) \(NUM\) and (then rises at every order|then does not rise "
+        r"steadily), up to NUM at \\\(n\\\) = (\d):.*?the gap between training and "
+        r"validation (grows at every order|grows with n, though not at every order|does not "
+        r"grow with n)\. Interpolation (improves at every order|improves, not at every "
+        r"order,) up to \\\(n\\\) = (\d) \(NUM\), (the largest order tried|and no "
+        r"further: the \d-gram scores \d+\.\d+, against \d+\.\d+)\. Unlike add-k, it "
+        r"(hardly suffers|suffers) from",
     )
-    assert all(results[n]["MLE val"] == "∞" for n in range(2, 6))
-    assert all(a > b for a, b in itertools.pairwise(addk_train)), "train falls steadily"
-    assert float(train5) == addk_train[-1]
-    assert int(best_n) == 1 + int(np.argmin(addk_val)) and float(best_val) == min(addk_val)
-    assert all(a < b for a, b in zip(addk_val[int(best_n) - 1 :], addk_val[int(best_n) :]))
-    assert float(val5) == addk_val[-1] > float(best_val)
-    assert all(a > b for a, b in itertools.pairwise(interp_val)), "interpolation keeps improving"
-    assert int(interp_n) == 5 and float(interp_best) == interp_val[-1]
+    assert infinite == list(range(int(first_infinite), orders[-1] + 1))
+    assert int(top) == int(top_again) == orders[-1]
+    falls = all(a > b for a, b in itertools.pairwise(addk_train))
+    assert train_trend == ("falls at every order" if falls else "does not fall at every order")
+    assert float(train_last) == addk_train[-1]
+    assert int(best_n) == orders[int(np.argmin(addk_val))] and float(best_val) == min(addk_val)
+    rising = all(a < b for a, b in itertools.pairwise(addk_val[int(best_n) - 1 :]))
+    assert after == ("then rises at every order" if rising else "then does not rise steadily")
+    assert float(val_last) == addk_val[-1] > float(best_val)
+    gaps = [np.subtract(addk_val, addk_train), np.subtract(interp_val, interp_train)]
+    if all(all(np.diff(gap) > 0) for gap in gaps):
+        assert gap_trend == "grows at every order"
+    else:
+        assert gap_trend != "grows at every order"
+    best = orders[int(np.argmin(interp_val))]
+    assert int(interp_n) == best
+    assert float(interp_best) == pytest.approx(min(interp_val), abs=0.0006)
+    improving = all(a > b for a, b in itertools.pairwise(interp_val[:best]))
+    assert interp_trend == (
+        "improves at every order" if improving else "improves, not at every order,"
+    )
+    if best == orders[-1]:
+        assert interp_after == "the largest order tried"
+    else:
+        assert interp_after == (
+            f"and no further: the {orders[-1]}-gram scores {interp_val[-1]:.3f}, "
+            f"against {min(interp_val):.3f}"
+        )
+    slip = (interp_val[-1] - min(interp_val)) / min(interp_val)
+    assert suffers == ("hardly suffers" if slip < 0.01 else "suffers")
 
 
 def test_seed_sentences_show_the_zero_and_the_generalization_failure(page):
@@ -108,20 +184,35 @@ def test_perplexity_is_tied_to_the_nll_of_chapter_one_and_one_convention_for_v(p
     assert "average\\_nll" not in raw and "average\\_nll" not in text  # no literal backslash
 
 
-def test_sparsity_numbers_in_the_prose_and_summary(page, names_split):
+def test_sparsity_numbers_in_the_prose_and_summary(page, names_split, results, val_names):
     _, text = page
     vocab, (train, val, _) = names_split
-    unseen = {
-        n: 100 * unseen_ngram_fraction(train, val, n, len(vocab), vocab.stoi[BOS])
-        for n in (1, 3, 5, 8)
-    }
-    one, three, five, eight = prose(
+    V, bos = len(vocab), vocab.stoi[BOS]
+    n_val = sum(len(ids) - 1 for ids in val)
+    unseen = {n: unseen_ngram_fraction(train, val, n, V, bos) for n in range(1, 9)}
+    for n, share in unseen.items():  # the printed counts, with their share
+        count = round(share * n_val)
+        assert f"n = {n}: {count:5,} of the {n_val:,} validation n-grams ({share:6.2%})" in text
+    one, total, two, total_again, examples, three, five, eight = prose(
         text,
-        r"\((\d+) % unseen at \\\(n = 1\\\)\), but (\d+) % of the trigrams, (\d+) % of the "
-        r"5-grams and (\d+) % of the 8-grams never occur",
+        r"At \\\(n = 1\\\), (\d+) of the ([\d,]+) validation letters are missing from "
+        r"training\. At \\\(n = 2\\\), (\d+) of the ([\d,]+) validation bigrams never "
+        r"occurs in training \(([^)]*)\): .*?Then the share climbs: (\d+) % of the trigrams, "
+        r"(\d+) % of the 5-grams and (\d+) % of the 8-grams never occur",
     )
-    assert [int(one), int(three), int(five), int(eight)] == [round(unseen[n]) for n in unseen]
-    assert int(one) == 0 < int(three) < int(five) < int(eight)
+    assert total == total_again == f"{n_val:,}"
+    assert (int(one), int(two)) == (round(unseen[1] * n_val), round(unseen[2] * n_val))
+    assert int(two) > 0 and results[2]["MLE val"] == "∞", "one zero makes the bigram infinite"
+    contexts, counts = ngram_counts(train, 2, V, bos)
+    found = [
+        f"{vocab.itos[a]}→{vocab.itos[b]} in {name}"
+        for name, ids in zip(val_names, val)
+        for a, b in itertools.pairwise(ids)
+        if lookup_counts(contexts, counts, np.array([[a]]))[0, b] == 0
+    ]
+    assert len(found) == int(two) and examples == ", ".join(found[:3])
+    assert [int(three), int(five), int(eight)] == [round(100 * unseen[n]) for n in (3, 5, 8)]
+    assert int(three) < int(five) < int(eight)
     summary_five, summary_eight = prose(
         text,
         r"Sparsity grows fast with \\\(n\\\): (\d+) % of the validation 5-grams \(and "
@@ -130,50 +221,119 @@ def test_sparsity_numbers_in_the_prose_and_summary(page, names_split):
     assert (summary_five, summary_eight) == (five, eight)
 
 
+def test_the_introduction_example_is_counted(page, names_split):
+    _, text = page
+    vocab, (train, _, _) = names_split
+    V, bos = len(vocab), vocab.stoi[BOS]
+
+    def row(context):
+        contexts, counts = ngram_counts(train, len(context) + 1, V, bos)
+        return lookup_counts(contexts, counts, vocab.encode(context)[None, :])[0]
+
+    after_n, after_ann = row(["n"]), row(["a", "n", "n"])
+    a, e, n = (vocab.stoi[t] for t in "aen")
+    p_n, then_n, total, p_a_ann, p_a_n, p_e_ann, p_e_n = prose(
+        text,
+        r"so it gives a third n the same (\d+) % as after any n\. In the training names, ann "
+        r"is followed by a third n (\d+) times out of (\d+), by a (\d+) % of the time "
+        r"\(against (\d+) % after any n\) and by e (\d+) % \(against (\d+) %\)",
+    )
+
+    def percent(counts, t):
+        return round(100 * counts[t] / counts.sum())
+
+    assert int(p_n) == percent(after_n, n)
+    assert (int(then_n), int(total)) == (after_ann[n], after_ann.sum())
+    assert (int(p_a_ann), int(p_a_n)) == (percent(after_ann, a), percent(after_n, a))
+    assert (int(p_e_ann), int(p_e_n)) == (percent(after_ann, e), percent(after_n, e))
+    assert f"'ann' occurs {after_ann.sum()} times as a context" in text
+
+
 def test_choice_of_k_and_interpolation_weights_match_the_prose(page, names_split):
     raw, text = page
-    (spread,) = prose(text, r"change by at most NUM % over the whole grid")
-    curves = {}
-    for n, best, worst in re.findall(
-        r"n = (\d): best k [\d.e-]+, validation perplexity (\d+\.\d+) \(worst over the "
-        r"grid (\d+\.\d+)\)",
+    vocab, (train, val, _) = names_split
+    V, bos = len(vocab), vocab.stoi[BOS]
+    curves = {
+        n: [perplexity(NGramModel(train, n, V, bos).probabilities_of_next(val, k=k)) for k in KS]
+        for n in ORDERS
+    }
+    for n, curve in curves.items():  # the printed search
+        printed = re.search(
+            rf"n = {n}: best k [\d.e-]+ +perplexity (\d+\.\d+), at the grid's ends "
+            r"(\d+\.\d+) and (\d+\.\d+), worst (\d+\.\d+)",
+            text,
+        )
+        assert printed, f"the search for n = {n} is no longer printed"
+        assert [float(v) for v in printed.groups()] == [
+            round(v, 2) for v in (min(curve), curve[0], curve[-1], max(curve))
+        ]
+    rarest_count, rarest, median, spread, u_shaped = prose(
         text,
-    ):
-        curves[int(n)] = (float(best), float(worst))
-    assert sorted(curves) == [1, 2, 3, 4, 5]
-    low = max(100 * (curves[n][1] / curves[n][0] - 1) for n in (1, 2))
-    high = min(100 * (curves[n][1] / curves[n][0] - 1) for n in (4, 5))
-    assert float(spread) == pytest.approx(low, abs=0.1)
-    assert high > 10 * float(spread), "higher orders care much more about k"
-    # the 4- and 5-gram curves are U-shaped: their best k lies inside the grid
-    best_k = dict(re.findall(r"n = (\d): best k ([\d.e-]+),", text))
-    grid = np.logspace(-3, 0.5, 15)
-    for n in ("4", "5"):
-        assert grid[0] < float(best_k[n]) < grid[-1]
-        assert curves[int(n)][1] > 1.2 * curves[int(n)][0], "k matters for long contexts"
-
-    weights = table_with(raw, "n", "λ₅")[-1]
-    lambdas = [float(w) for w in weights[1:]]
-    l4, l5, l1 = prose(
-        text,
-        r"\(\\\(\\lambda_4\\\) = NUM\).*?\(\\\(\\lambda_5\\\) = NUM\).*?"
-        r"\(\\\(\\lambda_1\\\) = NUM\)",
+        r"every context of the bigram model is seen at least (\d+) times in training \(the "
+        r"rarest is (\w); the median one is seen ([\d,]+) times\).*?change by at most NUM % "
+        r"over the whole grid\. The (\S[^.]*?) curves are U-shaped",
     )
-    assert int(np.argmax(lambdas)) == 3, "the 4-gram estimate gets the largest weight"
-    assert float(l4) == pytest.approx(lambdas[3], abs=0.006)
-    assert float(l5) == pytest.approx(lambdas[4], abs=0.006) and lambdas[4] < 0.5
-    assert float(l1) == pytest.approx(lambdas[0], abs=0.0006) and 0 < lambdas[0] < 0.05
+    low = max(100 * (max(curves[n]) / min(curves[n]) - 1) for n in (1, 2))
+    high = min(100 * (max(curves[n]) / min(curves[n]) - 1) for n in (4, 5))
+    assert float(spread) == pytest.approx(low, abs=0.06)
+    assert high > 10 * float(spread), "higher orders care much more about k"
+    contexts, counts = ngram_counts(train, 2, V, bos)
+    totals = counts.sum(axis=1)
+    assert (
+        int(rarest_count) == totals.min() and rarest == vocab.itos[contexts[np.argmin(totals)][0]]
+    )
+    assert int(median.replace(",", "")) == int(np.median(totals))
+    expected_u = [
+        n
+        for n, curve in curves.items()
+        if 0 < np.argmin(curve) < len(KS) - 1 and min(curve[0], curve[-1]) > 1.05 * min(curve)
+    ]
+    assert expected_u, "the prose describes U-shaped curves"
+    words = [f"{n}-" for n in expected_u[:-1]] + [f"{expected_u[-1]}-gram"]
+    assert u_shaped == (
+        words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    )
+
+    header = table_with(raw, "n", f"λ{'₀₁₂₃₄₅₆₇₈₉'[ORDERS[-1]]}")
+    lambdas = [float(w) for w in header[-1][1:]]
+    max_n, top, top_n, max_again, last, verdict, first = prose(
+        text,
+        r"Fitted for the (\d)-gram model, they give the largest share, NUM, to the "
+        r"(\d)-gram estimate\. The model’s own (\d)-gram contexts get NUM, (almost nothing|a "
+        r"real share), and the unigram keeps NUM for emergencies",
+    )
+    assert int(max_n) == int(max_again) == ORDERS[-1] == len(lambdas)
+    assert int(top_n) == 1 + int(np.argmax(lambdas))
+    assert float(top) == pytest.approx(max(lambdas), abs=0.006)
+    assert float(last) == pytest.approx(lambdas[-1], abs=0.0006)
+    assert verdict == ("almost nothing" if lambdas[-1] < 0.05 else "a real share")
+    assert float(first) == pytest.approx(lambdas[0], abs=0.0006) and 0 < lambdas[0] < 0.05
 
 
-def test_test_perplexity_is_reported_once_for_the_model_chosen_on_validation(page, names_split):
+def test_test_perplexity_is_reported_once_for_the_model_chosen_on_validation(
+    page, names_split, interpolated
+):
     _, text = page
     vocab, (train, val, test) = names_split
-    model = NGramModel(train, 5, len(vocab), vocab.stoi[BOS])
-    weights = fit_interpolation_weights(model.probabilities_by_order(val))
-    expected = perplexity(model.interpolated_probabilities_of_next(test, weights))
-    assert "chosen on validation: interpolated 5-gram model" in text
+    best = min(interpolated, key=lambda n: interpolated[n][0])
+    model = NGramModel(train, best, len(vocab), vocab.stoi[BOS])
+    expected = perplexity(model.interpolated_probabilities_of_next(test, interpolated[best][1]))
+    assert f"chosen on validation: interpolated {best}-gram model" in text
     assert f"test perplexity {expected:.3f}" in text
     assert len(re.findall(r"test perplexity \d", text)) == 1
+    test_ppl, verdict, val_ppl, n_weights, n_names, confirm = prose(
+        text,
+        r"The test perplexity, NUM, is (close to|far from) the NUM measured on validation\..*?"
+        r"They are only (\d+) numbers, though, fitted to ([\d,]+) names: .*?too\. (The test "
+        r"names confirm it\.|Yet the test names disagree)",
+    )
+    assert float(test_ppl) == pytest.approx(expected, abs=0.005)
+    assert float(val_ppl) == pytest.approx(interpolated[best][0], abs=0.005)
+    close = abs(expected - interpolated[best][0]) / interpolated[best][0] < 0.03
+    assert verdict == ("close to" if close else "far from")
+    assert confirm.startswith("The test names confirm" if close else "Yet")
+    assert int(n_weights) == best == len(interpolated[best][1])
+    assert int(n_names.replace(",", "")) == len(val)
 
 
 def test_figures_diagram_notes_and_further_reading(page, built_book):
