@@ -122,7 +122,10 @@ class RNNLanguageModel(nn.Module):
         self.head = nn.Linear(hidden_dim, vocab_size)
 
     def initial_state(self, batch_size: int) -> torch.Tensor:
-        return torch.zeros(batch_size, self.hidden_dim, device=self.W_hh.device)
+        """Zeros, on the weights' device and in their dtype (so ``model.double()`` works)."""
+        return torch.zeros(
+            batch_size, self.hidden_dim, device=self.W_hh.device, dtype=self.W_hh.dtype
+        )
 
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None, h0: torch.Tensor | None = None

@@ -148,3 +148,12 @@ def test_gradient_norms_through_time_vanish_without_recurrence_and_match_autogra
     with torch.no_grad():
         model.W_hh.zero_()  # no recurrence: nothing flows back from the last step
     assert (hidden_gradient_norms(model, idx, targets)[:-1] == 0).all()
+
+
+def test_a_model_converted_to_float64_runs_in_float64():
+    """The initial state follows the weights' dtype: chapter 5 measures gradients in float64."""
+    model = RNNLanguageModel(10, embedding_dim=4, hidden_dim=6).double()
+    idx = torch.randint(10, (2, 5))
+    logits, loss = model(idx, idx)
+    assert logits.dtype == loss.dtype == torch.float64
+    assert hidden_gradient_norms(model, idx, idx).dtype == torch.float64
