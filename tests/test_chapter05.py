@@ -179,6 +179,10 @@ def test_memory_fades_and_gradients_vanish_or_explode_as_the_prose_says(page, gl
         text,
     )
     assert ratios, "the gradient ratios are not on the page"
+    radii = re.search(r"measured spectral radius of W_hh: ([\d., ]+)\n", text)
+    assert radii, "the measured radii are not on the page"
+    # divided by the measured radius: each matrix has exactly the rho it is labelled with
+    assert [float(r) for r in radii.group(1).split(", ")] == [0.5, 1.0, 2.0, 4.0]
     printed = ratios.groups()
     half, one, two, four, trained = map(float, printed)
     keys = ("half", "one", "two", "four", "trained")
@@ -189,17 +193,143 @@ def test_memory_fades_and_gradients_vanish_or_explode_as_the_prose_says(page, gl
     assert trained < 1e-3  # the trained model's gradient vanishes too
 
 
-def test_clipping_rescues_the_run_and_equals_pytorch(page):
+CLOSE = 0.2  # the page's threshold, in nats, for "about the same" final loss
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def readable(x: float) -> str:
+    """How the page writes a number in its prose: 26, 0.014, 1.9 × 10⁷, 3.8 × 10⁻¹⁰."""
+    if 1e-3 <= x < 1e3:
+        return f"{x:.2g}"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(SUPERSCRIPT)}"
+
+
+def span(values: list[float]) -> str:
+    low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+    return low if low == high else f"{low} to {high}"
+
+
+def clipping_runs(raw: str) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """The clipping table: per (start, clipping), the radius, final loss and largest norm of
+    each seed."""
+    runs = {}
+    for start, clipping, *cells in table(raw, "start"):
+        radius, last, largest = ([float(v) for v in cell.split(", ")] for cell in cells)
+        assert len(radius) == len(last) == len(largest) == 3  # three seeds
+        runs[start, clipping] = {"radius": radius, "last": last, "largest": largest}
+    return runs
+
+
+def test_clipping_runs_have_the_stated_radii_and_the_prose_states_what_they_show(page, glued):
+    """Recompute each verdict of the clipping paragraphs from the table, as the page does."""
     raw, text = page
-    runs = {row[0]: [float(x) for x in row[1:]] for row in table(raw, "run")}
-    (plain_start, plain, plain_norm), (clipped_start, clipped, _) = (
-        runs["no clipping"],
-        runs["clipped at norm 1"],
+    runs = clipping_runs(raw)
+    starts = sorted({start for start, _ in runs})
+    assert starts == ["default start", "ρ = 2", "ρ = 4"]
+    mid, high = glued["ch05_clip_rho_mid"], glued["ch05_clip_rho_high"]
+    assert (mid, high) == ("2", "4")  # the caption of Fig. 5.5 names rho = 2
+    plain, clipped = "no clipping", f"clipped at {glued['ch05_clip_max_norm']}"
+    assert {clipping for _, clipping in runs} == {plain, clipped}
+    # the radii are what the prose says: measured, exactly rho, and small for the default
+    for start, value in (("ρ = 2", mid), ("ρ = 4", high)):
+        for clipping in (plain, clipped):
+            assert runs[start, clipping]["radius"] == [float(value)] * 3
+    default = runs["default start", plain]
+    assert max(default["radius"]) < 1
+    assert glued["ch05_default_radius"] == span(default["radius"])
+
+    # the default start: no large gradient, and clipping changes little
+    assert max(default["largest"]) < 10
+    assert glued["ch05_default_largest"] == readable(max(default["largest"]))
+    change = max(
+        abs(round(a - b, 2))
+        for a, b in zip(default["last"], runs["default start", clipped]["last"], strict=True)
     )
-    assert plain_norm > 100  # "a few huge gradients"
-    assert plain > plain_start  # "jumps above its starting value and does not recover"
-    assert clipped < clipped_start - 1.0  # "ends far below where it started"
-    assert clipped < plain - 1.0
+    assert glued["ch05_default_change"] == f"{change:.2f}" and change <= CLOSE
+
+    # rho = 2: the verdict on the unclipped runs, worded as the page words it
+    p, c = runs["ρ = 2", plain]["last"], runs["ρ = 2", clipped]["last"]
+    spikes = runs["ρ = 2", plain]["largest"]
+    assert max(spikes) > 100  # "the gradient norm spikes"
+    assert glued["ch05_mid_spikes"] == f"{readable(min(spikes))} to {readable(max(spikes))}"
+    behind = [i for i in range(3) if round(p[i] - c[i], 2) > CLOSE]
+    ahead = [i for i in range(3) if round(c[i] - p[i], 2) > CLOSE]
+    words = {1: "one", 2: "two", 3: "all three"}
+    if not behind:
+        verdict = (
+            f"none of the three unclipped runs ends more than {CLOSE:g} nats behind its "
+            "clipped twin: at this radius the spikes did no lasting harm"
+        )
+    else:
+        one = len(behind) == 1
+        cases = "; ".join(
+            f"seed {i}, largest norm {readable(spikes[i])}: {p[i]:.2f} against {c[i]:.2f}"
+            for i in behind
+        )
+        verdict = (
+            f"{words[len(behind)]} of the three unclipped runs end{'s' if one else ''} more "
+            f"than {CLOSE:g} nats behind {'its clipped twin' if one else 'their clipped twins'}"
+            f" ({cases})"
+        )
+        if len(behind) < 3:
+            top = set(sorted(range(3), key=lambda i: -spikes[i])[: len(behind)]) == set(behind)
+            verdict += (
+                "; "
+                + ("it is" if one else "they are")
+                + ("" if top else " not")
+                + (
+                    " the run with the largest spike"
+                    if one
+                    else " the runs with the largest spikes"
+                )
+            )
+            verdict += (
+                f", and in {words[len(ahead)]} of the others the clipped run ended more than "
+                f"{CLOSE:g} nats behind instead"
+                if ahead
+                else f", and the others end within {CLOSE:g} nats of their twins"
+            )
+    assert glued["ch05_mid_verdict"] == verdict[0].upper() + verdict[1:]
+    assert glued["ch05_mid_clipped_span"] == span(c)
+    above = max(round(a - b, 2) for a, b in zip(c, default["last"], strict=True))
+    assert glued["ch05_mid_close"].startswith(
+        f"at most {above:.2f} nats above" if above <= CLOSE else f"up to {above:.2f} nats above"
+    )
+    assert 0 < glued["ch05_mid_spike_step"] <= int(glued["ch05_clip_steps"].replace(",", ""))
+
+    # rho = 4: clipping does not rescue it, and the clipped runs learn far less
+    p4, c4 = runs["ρ = 4", plain]["last"], runs["ρ = 4", clipped]["last"]
+    if all(round(b - a, 2) > CLOSE for a, b in zip(p4, c4, strict=True)):
+        verdict4 = "clipping does not help; it makes things worse"
+    elif all(round(a - b, 2) > CLOSE for a, b in zip(p4, c4, strict=True)):
+        verdict4 = "clipping helps as well"
+    else:
+        verdict4 = "clipping does not help consistently"
+    assert glued["ch05_high_verdict"] == verdict4 != "clipping helps as well"
+    assert glued["ch05_high_plain_span"] == span(p4)
+    assert glued["ch05_high_clipped_span"] == span(c4)
+    assert glued["ch05_default_span"] == span(default["last"])
+    assert min(c4) > max(default["last"]) + CLOSE  # "learn far less than ... the default start"
+
+    # why: the output layer's share of the first gradient
+    shares = {
+        start: [float(v) for v in values.split(", ")]
+        for start, values in re.findall(
+            r"^\s+(default start|ρ = 2|ρ = 4)\s+([\d.e+-]+(?:, [\d.e+-]+){2})$",
+            text,
+            re.MULTILINE,
+        )
+    }
+    assert set(shares) == set(starts)
+    assert glued["ch05_share_default"] == span(shares["default start"])
+    assert min(shares["default start"]) > 0.5
+    assert max(shares["ρ = 4"]) < 1e-6  # "a vanishing share of the whole"
+    assert glued["ch05_share_high"] == readable(max(shares["ρ = 4"]))
+
+
+def test_clipping_equals_pytorch(page):
+    _, text = page
     ours, theirs = re.search(r"clip_grad_norm_: norm ([\d.]+) vs ([\d.]+)", text).groups()
     assert ours == theirs
     assert (
