@@ -30,6 +30,15 @@ def glued(built_book):
     return glued_values(built_book, "ch04_embeddings")
 
 
+def signed(value: float, spec: str) -> str:
+    """A number as the prose shows it: negative ones with a minus sign (−), not a hyphen."""
+    return format(value, spec).replace("-", "−")
+
+
+def unsigned(shown: str) -> float:
+    return float(shown.replace("−", "-"))
+
+
 def table_with_header(raw: str, *columns: str) -> list[list[str]]:
     """The rows of the table whose header starts with ``columns``."""
     for rows in html_tables(raw):
@@ -45,9 +54,11 @@ def test_corpus_figures_are_recomputed(page, glued):
     counts: dict[str, int] = {}
     for w in words:
         counts[w] = counts.get(w, 0) + 1
-    frequent = sum(1 for n in counts.values() if n >= 5)
+    min_count = glued["ch04_min_count"]
+    frequent = sum(1 for n in counts.values() if n >= min_count)
     assert f"{len(plays)} plays, {len(words):,} words, {len(counts):,} distinct" in text
-    assert f"{frequent:,} occur at least 5 times" in text
+    assert f"{frequent:,} occur at least {min_count} times" in text
+    assert f"fewer than {min_count} times are dropped" in " ".join(text.split())
     top = max(counts, key=counts.get)
     assert re.search(rf"most frequent:\s+{top} \({counts[top]:,}\)", text)
     assert glued["ch04_n_plays"] == len(plays)
@@ -58,12 +69,12 @@ def test_corpus_figures_are_recomputed(page, glued):
 def test_zipf_fit_and_what_the_prose_says_about_it(glued):
     """Slope near −1 on log-spaced ranks; the top word below the line by the glued factor,
     every other word within the glued spread; the fit through every rank misses by > 10x."""
-    _, counts, _ = frequent_words(load_corpus("shakespeare"), min_count=5)
+    _, counts, _ = frequent_words(load_corpus("shakespeare"), min_count=glued["ch04_min_count"])
     rank = np.arange(1, len(counts) + 1)
     fit_ranks = np.unique(np.geomspace(1, len(counts), 60).round().astype(int))
     slope, intercept = np.polyfit(np.log(fit_ranks), np.log(counts[fit_ranks - 1]), 1)
     fitted = np.exp(intercept) * rank**slope
-    assert glued["ch04_zipf_slope"] == f"{slope:.2f}"
+    assert glued["ch04_zipf_slope"] == signed(slope, ".2f")
     assert -1.2 < slope < -0.8  # "close to Zipf's -1"
     top_ratio = fitted[0] / counts[0]
     assert glued["ch04_zipf_top_ratio"] == f"{top_ratio:.1f}" and top_ratio > 2
@@ -71,7 +82,7 @@ def test_zipf_fit_and_what_the_prose_says_about_it(glued):
     assert np.all(np.abs(np.log(fitted[1:] / counts[1:])) <= np.log(spread) + 0.05)
     assert spread < top_ratio  # the top word is the exception the prose names
     every_slope, every_intercept = np.polyfit(np.log(rank), np.log(counts), 1)
-    assert glued["ch04_zipf_every_slope"] == f"{every_slope:.2f}"
+    assert glued["ch04_zipf_every_slope"] == signed(every_slope, ".2f")
     assert float(glued["ch04_zipf_every_top_ratio"]) == pytest.approx(
         np.exp(every_intercept) / counts[0], abs=0.5
     )
@@ -79,10 +90,15 @@ def test_zipf_fit_and_what_the_prose_says_about_it(glued):
     assert glued["ch04_share_above_100"] == f"{(rank > 100).mean():.0%}"
 
 
-def test_subsampling_thins_only_the_frequent_words(glued):
-    _, counts, _ = frequent_words(load_corpus("shakespeare"), min_count=5)
+def test_subsampling_thins_only_the_frequent_words(page, glued):
+    _, counts, _ = frequent_words(load_corpus("shakespeare"), min_count=glued["ch04_min_count"])
     frequency = counts / counts.sum()
-    thinned = frequency > 1e-4  # keep probability sqrt(t / f) < 1
+    shown = glued["ch04_threshold"]  # 10⁻⁴, as the prose writes it
+    digits = shown[2:].translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789"))
+    threshold = 10.0 ** int(digits) if shown.startswith("10") else float(shown)
+    assert "subsample_frequent(ids, counts, rng, THRESHOLD)" in page[1]
+    assert "THRESHOLD = 1e-4" in page[1] and threshold == 1e-4  # the glue shows the code's value
+    thinned = frequency > threshold  # keep probability sqrt(t / f) < 1
     assert glued["ch04_n_thinned"] == f"{thinned.sum():,}"
     assert glued["ch04_thinned_share"] == f"{frequency[thinned].sum():.0%}"
     assert thinned.sum() < 0.2 * len(counts)  # "only the ... most frequent words"
@@ -92,7 +108,9 @@ def test_word_map_groups_gather(page, glued):
     _, text = page
     same, total = map(int, re.search(r"(\d+) of (\d+) words: nearest on the map", text).groups())
     assert (glued["ch04_map_same_group"], glued["ch04_map_words"]) == (same, total)
-    chance = total * 5 / (total - 1)  # five of the other words share a word's group
+    others = glued["ch04_group_others"]  # the other words of a word's group
+    assert total % (others + 1) == 0  # groups of one size
+    chance = total * others / (total - 1)
     assert glued["ch04_map_chance"] == f"{chance:.0f}"
     assert same > 2 * chance  # "groups of related words can be seen"
 
@@ -163,7 +181,9 @@ def test_training_time_and_vector_lengths_are_glued(page, glued):
     assert glued["ch04_steps"] == "4,000" and batch == 4096
     assert glued["ch04_epochs"] == f"{4000 * batch / pairs:.0f}"
     assert "in seconds" not in text  # the measured time is what the page states
-    assert float(glued["ch04_norm_count_corr"]) < -0.3  # "frequent words: shorter vectors"
+    corr = glued["ch04_norm_count_corr"]
+    assert unsigned(corr) < -0.3 and corr.startswith("−")  # "frequent words: shorter vectors"
+    assert 'label=f"untrained: {NEGATIVES + 1} log 2"' in text  # Fig. 4.4's legend, computed
 
 
 def test_neighbours_are_distinct_other_words_showing_what_the_prose_names(page):
@@ -221,6 +241,8 @@ def test_analogies_beat_the_random_control_and_the_page_reports_them_honestly(pa
         glued["ch04_n_questions"],
     ) == (hits, hits_5, random_hits, 16)
     assert random_hits < hits < 16  # better than chance, and the misses are real
+    # "the rule that leaves a, b and c out flatters every such count": it does here
+    assert 0 < glued["ch04_self_answers"] <= 16
     verdicts = {row[0]: row[4] for row in rows}
     assert verdicts["man : king :: woman : ?"] == "yes"
     assert verdicts["he : his :: she : ?"] == verdicts["i : my :: he : ?"] == "yes"
