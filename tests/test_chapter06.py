@@ -3,17 +3,34 @@ counts, and the memory experiment (three seeds) shows what the prose says about 
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
-from _book_helpers import html_tables, read_page
+from _book_helpers import glued_values, html_tables, read_page
 
 SEEDS = (0, 1, 2)
+IDENTITY = "RNN, W_hh = identity"
+NOBIAS = "LSTM, forget bias not raised"
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 @pytest.fixture(scope="module")
 def page(built_book):
     return read_page(built_book, "ch06_lstm")
+
+
+@pytest.fixture(scope="module")
+def glued(built_book):
+    return glued_values(built_book, "ch06_lstm")
+
+
+def readable(x: float) -> str:
+    """How the prose writes a gradient ratio: 0.23, or 5 × 10⁻⁹ below 0.01."""
+    if x >= 0.01:
+        return f"{x:.2f}"
+    mantissa, exponent = f"{x:.0e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(SUPERSCRIPT)}"
 
 
 def flat(text: str) -> str:
@@ -51,7 +68,7 @@ def test_parameter_counts_follow_the_number_of_gate_blocks(page):
     assert counts == {"RNN": rnn, "LSTM": 4 * rnn, "GRU": 3 * rnn}
 
 
-def test_gated_networks_remember_where_the_plain_rnn_cannot_over_three_seeds(page):
+def test_gated_networks_remember_where_the_plain_rnn_cannot_over_three_seeds(page, glued):
     raw, text = page
     header, rows = table(raw, "network")
     assert header[1:] == [f"accuracy, length {n} (seeds 0, 1, 2)" for n in (10, 30)]
@@ -64,7 +81,28 @@ def test_gated_networks_remember_where_the_plain_rnn_cannot_over_three_seeds(pag
     near_chance = sum(v < 0.3 for v in rnn)
     assert near_chance == 2  # "mostly stays near chance"; the caption: "one of the three"
     assert max(rnn) < 0.95  # "its best run reaches only ..."
-    assert max(long["LSTM, forget bias not raised"]) < 0.3  # "with any seed"
+    assert max(long[NOBIAS]) < 0.3  # "with any seed"
+    # the RNN started from the identity: the verdict, recomputed from the table
+    identity = long[IDENTITY]
+    learned, near = sum(v > 0.95 for v in identity), sum(v < 0.3 for v in identity)
+    words = {0: "none", 1: "one", 2: "two", 3: "all three"}
+    if learned == 0:
+        verdict = (
+            f"no seed finds the dependency: {words[near]} of the three runs stay near chance, "
+            f"and the best reaches {max(identity):.0%}"
+        )
+        summary = "does not learn it either"
+    elif learned == 3:
+        verdict, summary = "every seed finds the dependency", "learns it as well"
+    else:
+        verdict = f"{words[learned]} of the three seeds find the dependency"
+        summary = "learns it with some seeds only"
+    assert glued["ch06_identity_verdict"] == verdict
+    assert glued["ch06_identity_summary"] == summary
+    assert f"{verdict} (seeds 0, 1, 2: {rows[IDENTITY][1]})" in flat(text)
+    # the caption of the training curves: "so does one of the three RNNs started from the
+    # identity" (leaves chance part of the way), as one of the three plain RNNs does
+    assert sum(v >= 0.3 for v in identity) == 1 and max(identity) < 0.95
     prose = flat(text)
     assert (
         f"stays near chance in {near_chance} of the three runs, and its best run reaches "
@@ -72,9 +110,13 @@ def test_gated_networks_remember_where_the_plain_rnn_cannot_over_three_seeds(pag
     ) in prose
     assert f"the LSTM ({rows['LSTM'][1]}) and the GRU ({rows['GRU'][1]})" in prose
     assert f"with any seed ({rows['LSTM, forget bias not raised'][1]})" in prose
-    assert "21 networks trained in" in text and "chance is 25%" in text
+    trained = len(SEEDS) * (len(short) + len(long))
+    assert f"{trained} networks trained in" in text and "chance is 25%" in text
     assert "name the first token of a sequence of 30 tokens, after the 29 distracting" in prose
-    assert "Guessing gives 25%" in prose and "400 AdamW steps" in prose
+    assert "Guessing gives 25%" in prose and "400 AdamW steps of 64 fresh sequences" in prose
+    bias = float(glued["ch06_remember_bias"])
+    assert glued["ch06_remember_share"] == f"{1 / (1 + math.exp(-bias)):.2f}"
+    assert f"raised by {glued['ch06_remember_bias']}, so that at first they keep about" in prose
 
 
 def test_few_test_sequences_also_occurred_in_training(page):
@@ -115,8 +157,8 @@ def reach_ratios(text: str) -> dict[str, tuple[list[float], list[float]]]:
 def test_gradient_reach_is_far_stronger_through_gates(page):
     _, text = page
     reach = reach_ratios(text)
-    assert set(reach) == {"RNN", "LSTM", "GRU", "LSTM, forget bias not raised"}
-    rnn, nobias = reach["RNN"][0], reach["LSTM, forget bias not raised"][0]
+    assert set(reach) == {"RNN", "LSTM", "GRU", NOBIAS, IDENTITY}
+    rnn, nobias = reach["RNN"][0], reach[NOBIAS][0]
     assert max(rnn) < 1e-6  # "lost among the distractors' much larger gradients"
     for gated in ("LSTM", "GRU"):
         untrained = reach[gated][0]
@@ -124,16 +166,23 @@ def test_gradient_reach_is_far_stronger_through_gates(page):
         assert min(untrained) > 1e4 * max(rnn)  # "many orders of magnitude more"
     assert max(nobias) < 1e-2 * min(reach["LSTM"][0])  # "orders of magnitude below its twin"
     prose = flat(text)
-    for label in ("RNN", "LSTM", "GRU", "LSTM, forget bias not raised"):
+    for label in ("RNN", "LSTM", "GRU", NOBIAS, IDENTITY):
         low, high = min(reach[label][0]), max(reach[label][0])
-        assert f"between {low:.0e} and {high:.0e}" in prose, label
+        assert f"between {readable(low)} and {readable(high)}" in prose, label
     gated_trained = min(reach["LSTM"][1] + reach["GRU"][1])
     rnn_trained = max(reach["RNN"][1])
     assert gated_trained > 100 * rnn_trained  # "more than a hundred times the plain RNN's best"
     assert (
-        f"at least {gated_trained:.0e} of the last step's, more than a hundred times the "
-        f"plain RNN's best ({rnn_trained:.0e})"
+        f"at least {readable(gated_trained)} of the last step's, more than a hundred times the "
+        f"plain RNN's best ({readable(rnn_trained)})"
     ) in prose
+    # the identity start: "a reach like the gated networks'", then "lost most of its reach"
+    untrained, trained = reach[IDENTITY]
+    assert min(untrained) > 1e-2 and min(untrained) > 1e4 * max(rnn)
+    assert max(trained) < 1e-2 * min(untrained)
+    assert f"between {readable(min(trained))} and {readable(max(trained))} after training" in (
+        prose
+    )
 
 
 def test_page_has_its_figures_diagrams_and_math(page):
