@@ -7,9 +7,17 @@ import re
 
 import numpy as np
 import pytest
-from _book_helpers import html_tables, read_page
+import torch
+from _book_helpers import glued_values, html_tables, read_page
 
-from mini_llm.seq2seq import is_held_out, number_pairs, number_to_words, vocabularies
+from mini_llm.seq2seq import (
+    BOS,
+    Seq2Seq,
+    is_held_out,
+    number_pairs,
+    number_to_words,
+    vocabularies,
+)
 
 SEEDS, STEPS, BATCH = (0, 1, 2), 400, 64  # the chapter's training streams
 
@@ -17,6 +25,11 @@ SEEDS, STEPS, BATCH = (0, 1, 2), 400, 64  # the chapter's training streams
 @pytest.fixture(scope="module")
 def page(built_book):
     return read_page(built_book, "ch07_attention")
+
+
+@pytest.fixture(scope="module")
+def glued(built_book):
+    return glued_values(built_book, "ch07_attention")
 
 
 def number_of(digits: list[str]) -> int:
@@ -33,6 +46,58 @@ def test_examples_are_numbers_written_out_correctly(page):
     source, target = vocabularies()
     assert f"source vocabulary: {len(source)} tokens" in text
     assert f"target vocabulary: {len(target)} tokens (" in text
+
+
+def test_the_ranges_the_task_paragraph_states_are_recomputed(page, glued):
+    """Numbers from 1 (the exponent starts at 0, so 0 is never drawn) to 999,999; every one of
+    them is 1 to 9 words and 1 to 6 digits; "thousand" pads with none to three zeros."""
+    draws = [
+        number_of(digits)
+        for seed in (0, 1)
+        for split in ("train", "test")
+        for _, digits in number_pairs(20_000, np.random.default_rng(seed), split)
+    ]
+    assert 0 not in draws
+    assert glued["ch07_smallest"] == f"{min(draws):,}" == "1"
+    assert glued["ch07_largest"] == f"{999_999:,}"
+    assert max(draws) <= 999_999
+    every = range(1, 1_000_000)
+    lengths = [len(number_to_words(n)) for n in every]
+    assert (glued["ch07_min_words"], glued["ch07_max_words"]) == (min(lengths), max(lengths))
+    assert (glued["ch07_min_digits"], glued["ch07_max_digits"]) == (1, 6)
+    zeros = {3 - len(str(n % 1000)) if n % 1000 else 3 for n in range(1000, 1_000_000)}
+    for n in (12_000, 30_019, 312_006, 12_345):  # "thousand" stands right before those zeros
+        words, rest = number_to_words(n), n % 1000
+        after = number_to_words(rest) if rest else []
+        assert words[len(words) - len(after) - 1] == "thousand"
+    names = ["none", "one", "two", "three"]
+    assert glued["ch07_thousand_zeros_min"] == names[min(zeros)]
+    assert glued["ch07_thousand_zeros_max"] == names[max(zeros)]
+    _, text = page
+    assert "from 0 to" not in text and "1 to 11 words" not in text
+
+
+def test_both_models_and_their_budget_are_what_the_prose_says(page, glued):
+    _, text = page
+    assert glued["ch07_steps"] == f"{STEPS:,}" and glued["ch07_batch"] == BATCH
+    source, target = vocabularies()
+    sizes = {}
+    for name, attention in (("without attention", False), ("with attention", True)):
+        model = Seq2Seq(
+            len(source), len(target), target.stoi[BOS], dim=glued["ch07_dim"], attention=attention
+        )
+        sizes[name] = sum(p.numel() for p in model.parameters())
+    assert f"parameters: {sizes['without attention']:,} without attention; " in text
+    assert f"{sizes['with attention']:,} with attention" in text
+    same = sizes["without attention"] == sizes["with attention"]
+    assert glued["ch07_params_plain"] == (
+        "the same number of parameters"
+        if same
+        else f"{sizes['without attention']:,} parameters against {sizes['with attention']:,}"
+    )
+    torch.manual_seed(0)  # the attention weights exist, unused, without attention
+    plain = Seq2Seq(len(source), len(target), target.stoi[BOS], dim=8, attention=False)
+    assert {"W_q", "W_k", "v"} <= {name for name, _ in plain.named_parameters()}
 
 
 def test_no_test_number_was_ever_trained_on(page):
@@ -96,6 +161,17 @@ def test_attention_wins_over_three_seeds_and_the_plain_model_degrades_with_lengt
     raw, text = page
     header, scores = accuracy_table(raw)
     assert header[1] == "all (2,000)"
+    test_pairs = number_pairs(2000, np.random.default_rng(99), "test", distinct=True)
+    longest = max(len(words) for words, _ in test_pairs)
+    counts = [
+        sum(low <= len(words) <= high for words, _ in test_pairs)
+        for low, high in ((1, 3), (4, 6), (7, longest))
+    ]
+    assert header[2:] == [
+        f"1–3 words ({counts[0]:,})",
+        f"4–6 words ({counts[1]:,})",
+        f"7–{longest} words ({counts[2]:,})",
+    ]
     plain, attention = scores["without attention"], scores["with attention"]
     for mean, low, high in attention:  # "almost perfectly at every length", every seed
         assert low > 0.97 and low <= mean <= high
