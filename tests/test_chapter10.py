@@ -17,8 +17,8 @@ from mini_llm.bpe import BPETokenizer
 from mini_llm.corpus import load_corpus, load_text
 from mini_llm.data import training_text
 from mini_llm.gpt import GPTConfig
-from mini_llm.tokenizer import CharTokenizer
-from mini_llm.vocab import Vocabulary, word_tokens
+from mini_llm.tokenizer import CharTokenizer, OutOfVocabularyError, UnknownCharacterError
+from mini_llm.vocab import UnknownTokenError, Vocabulary, word_tokens
 
 PAGE = "ch10_tokenization"
 
@@ -70,6 +70,13 @@ def test_out_of_vocabulary_share_is_recomputed(page, glued, texts):
     _, text = page
     assert "UnknownTokenError: token 'robot' is not in the vocabulary" in text
     assert "UnknownCharacterError: character 'ï' (U+00EF)" in text
+    # the prose names both kinds the output prints, and they are kinds of the one error
+    assert issubclass(UnknownTokenError, OutOfVocabularyError)
+    assert issubclass(UnknownTokenError, KeyError)
+    assert issubclass(UnknownCharacterError, OutOfVocabularyError)
+    flat = " ".join(text.split())
+    assert "the word vocabulary's is UnknownTokenError" in flat.replace("\u2019", "'")
+    assert "its own kind, UnknownCharacterError" in flat
     assert len(CharTokenizer.from_text(train).chars) == int(
         re.search(r"vocabulary of (\d+) characters", text).group(1)
     )
@@ -115,6 +122,20 @@ def test_embedding_share(page, glued):
     # "the small model with 4,096 tokens already keeps" more of its weights there than GPT-2
     assert share > glued["ch10_gpt2_share_pct"]
 
+    # Fig. 10.3: "only its embedding passes one half of the weights in the range shown"
+    # (V up to 2**16); the share grows with V for both shapes
+    def shares(**shape):
+        return [
+            v * shape["n_embd"] / GPTConfig(vocab_size=v, n_head=4, **shape).parameter_count()
+            for v in (2**k for k in range(6, 17))
+        ]
+
+    small_curve = shares(n_embd=128, n_layer=4, block_size=64)
+    gpt2_curve = shares(n_embd=768, n_layer=12, block_size=1024)
+    assert small_curve == sorted(small_curve) and gpt2_curve == sorted(gpt2_curve)
+    assert max(small_curve) > 0.5 > max(gpt2_curve)
+    assert "only its embedding passes one half" in " ".join(page[1].split())
+
 
 def test_char_and_bpe_models_get_the_same_flops_and_the_verdict_matches_the_seeds(page, glued):
     _, text = page
@@ -157,6 +178,11 @@ def test_artefacts(page, glued, texts, page_bpe):
     assert rare_tokens == len(page_bpe.encode(" Volumnia")) > 1
     assert frequent > rare == 1  # "one token or many by frequency"; "there 1 time"
     assert shown(page, glued, "ch10_digits") == sum(c.isdigit() for c in tokenizer_text)
+    # the printed count is the same text's, so output and prose agree
+    _, text = page
+    assert f"digits in the tokenizer's training text: {glued['ch10_digits']}" in text.replace(
+        "\u2019", "'"
+    )
     assert shown(page, glued, "ch10_year_tokens") == len(page_bpe.encode("1599")) == 4
     assert shown(page, glued, "ch10_year_split") == "one per digit"
     # "so no merge joins two of them"
