@@ -268,3 +268,14 @@ def test_page_has_math_figures_summary_and_exercise_link(page, built_book):
     link = re.search(r'href="([^"]*ch01_bigrams\.ipynb)"', raw)
     assert link, "no download link to the exercise notebook"
     assert (built_book / link.group(1)).exists()
+
+
+def test_unknown_words_and_unseen_pairs_are_shown_not_asserted(page):
+    _, text = page
+    flowing = " ".join(text.split())
+    assert "UnknownTokenError: token 'robot' is not in the vocabulary" in flowing
+    (p_unseen,) = prose(text, r"P\(<s> datawhale learns </s>\) = NUM")
+    assert float(p_unseen) == 0.0
+    assert 'because "learns" never followed "datawhale"' in flowing.replace("“", '"').replace(
+        "”", '"'
+    )
