@@ -88,6 +88,12 @@ def test_patterns_read_off_the_counts_are_true(page, names_model):
     q, u = vocab.stoi["q"], vocab.stoi["u"]
     assert int(q_u) == round(100 * counts[q, u] / counts[q].sum())
     assert int(end) > 50 and int(start) > 50 and int(q_u) > 90  # "patterns jump out"
+    # the most likely next characters after q: only the non-zero ones are listed
+    row = bigram_probabilities(counts)[q]
+    top = [t for t in np.argsort(row)[::-1][:5] if row[t] > 0]
+    listed = ", ".join(f"{vocab.itos[t]} {row[t]:.3f}" for t in top)
+    assert re.search(rf"^P\(next \| q\): {listed}$", text, re.MULTILINE)
+    assert " 0.000" not in listed
 
 
 def test_sampled_names_match_the_package(page, names_model):
@@ -240,6 +246,9 @@ def test_nll_table_reports_held_out_names_both_ways(page, names_model):
     assert float(unigram_all) == pytest.approx(rows["unigram"][2], abs=0.005)
     # "almost as good": held out within a few hundredths of training
     assert 0 <= float(held_nll) - float(train_nll) < 0.05
+    (n_left_out,) = prose(text, r"Leaving out the (\d+) names it cannot score flatters")
+    assert int(n_left_out) == len(impossible)
+    assert "also on the held-out names it can score" in " ".join(text.split())
     (log_next,) = prose(text, r"scores \\\(\\log \(V - 1\)\\\) = NUM nats")
     assert float(log_next) == pytest.approx(math.log(len(vocab) - 1), abs=0.005)
 
@@ -259,3 +268,14 @@ def test_page_has_math_figures_summary_and_exercise_link(page, built_book):
     link = re.search(r'href="([^"]*ch01_bigrams\.ipynb)"', raw)
     assert link, "no download link to the exercise notebook"
     assert (built_book / link.group(1)).exists()
+
+
+def test_unknown_words_and_unseen_pairs_are_shown_not_asserted(page):
+    _, text = page
+    flowing = " ".join(text.split())
+    assert "UnknownTokenError: token 'robot' is not in the vocabulary" in flowing
+    (p_unseen,) = prose(text, r"P\(<s> datawhale learns </s>\) = NUM")
+    assert float(p_unseen) == 0.0
+    assert 'because "learns" never followed "datawhale"' in flowing.replace("“", '"').replace(
+        "”", '"'
+    )
