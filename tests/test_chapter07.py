@@ -186,7 +186,7 @@ def test_attention_wins_over_three_seeds_and_the_plain_model_degrades_with_lengt
         f"over the seeds), from {plain[1][0]:.1%} of the short ones down to "
         f"{plain[3][0]:.1%} of the longest"
     ) in flat
-    assert f"the three seeds get {span(*attention[0][1:])} of them" in flat
+    assert f"the three seeds score {span(*attention[0][1:])}, and length" in flat
     assert "6 models, 400 steps each" in text
     before, end = re.search(r"fell from ([\d.]+) to ([\d.]+)", flat).groups()
     assert float(end) < float(before)  # "still learning when the budget ends"
