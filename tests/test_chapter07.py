@@ -140,13 +140,17 @@ def test_the_attention_example_sums_to_one_and_ignores_padding(page):
 
 
 def accuracy_table(raw: str) -> tuple[list[str], dict[str, list[tuple[float, float, float]]]]:
-    """The results table: its header and, per model, (mean, lowest, highest) per column."""
+    """The results table (a row per group of test numbers, a column per model): the groups and,
+    per model, (mean, lowest, highest) per group."""
     cell = re.compile(r"([\d.]+)% \(([\d.]+)–([\d.]+)\)")
     for rows in html_tables(raw):
-        if rows and rows[0][0] == "model":
-            return rows[0], {
-                row[0]: [tuple(float(v) / 100 for v in cell.fullmatch(c).groups()) for c in row[1:]]
-                for row in rows[1:]
+        if rows and rows[0][0] == "test numbers":
+            return [row[0] for row in rows[1:]], {
+                model: [
+                    tuple(float(v) / 100 for v in cell.fullmatch(row[column]).groups())
+                    for row in rows[1:]
+                ]
+                for column, model in enumerate(rows[0][1:], start=1)
             }
     raise AssertionError("no accuracy table")
 
@@ -159,15 +163,15 @@ def span(low: float, high: float) -> str:
 
 def test_attention_wins_over_three_seeds_and_the_plain_model_degrades_with_length(page):
     raw, text = page
-    header, scores = accuracy_table(raw)
-    assert header[1] == "all (2,000)"
+    groups, scores = accuracy_table(raw)
+    assert groups[0] == "all (2,000)"
     test_pairs = number_pairs(2000, np.random.default_rng(99), "test", distinct=True)
     longest = max(len(words) for words, _ in test_pairs)
     counts = [
         sum(low <= len(words) <= high for words, _ in test_pairs)
         for low, high in ((1, 3), (4, 6), (7, longest))
     ]
-    assert header[2:] == [
+    assert groups[1:] == [
         f"1–3 words ({counts[0]:,})",
         f"4–6 words ({counts[1]:,})",
         f"7–{longest} words ({counts[2]:,})",
