@@ -16,7 +16,12 @@ import torch
 from _book_helpers import glued_values, html_tables, read_page
 
 from mini_llm.corpus import load_corpus
-from mini_llm.embeddings import SkipGram, frequent_words, negative_sampling_loss
+from mini_llm.embeddings import (
+    SkipGram,
+    frequent_words,
+    negative_sampling_loss,
+    noise_distribution,
+)
 from mini_llm.vocab import word_tokens
 
 
@@ -145,6 +150,25 @@ def test_noise_table_lifts_rare_words_and_lowers_frequent_ones(page):
     _, power_075, uniform = zip(*rows.values(), strict=True)
     assert rows["the"][1] < rows["the"][0] and rows["ducats"][1] > rows["ducats"][0]
     assert len(set(uniform)) == 1 and all(a > 0 for a in power_075)
+
+
+def test_noise_shares_in_the_prose_are_recomputed_and_075_lies_in_between(glued):
+    """The prose: the most frequent words take a large share of plain-count noise, the rare
+    words most of uniform noise, and the power 0.75 lies in between on both."""
+    _, counts, _ = frequent_words(load_corpus("shakespeare"), min_count=glued["ch04_min_count"])
+    assert np.all(np.diff(counts) <= 0)  # most frequent first, so [:top] are the top words
+    top, rare = glued["ch04_noise_top"], glued["ch04_noise_rare_count"]
+    top_share, rare_share = {}, {}
+    for power, name in ((1.0, "1"), (0.75, "075"), (0.0, "0")):
+        noise = noise_distribution(counts, power)
+        top_share[name], rare_share[name] = noise[:top].sum(), noise[counts < rare].sum()
+        if power > 0:  # the prose names the top words' share of counted noise
+            assert glued[f"ch04_noise_top_share_{name}"] == f"{top_share[name]:.0%}"
+        if power < 1:  # and the rare words' share of uniform noise and of power 0.75
+            assert glued[f"ch04_noise_rare_share_{name}"] == f"{rare_share[name]:.0%}"
+    assert top_share["1"] > top_share["075"] > top_share["0"]
+    assert rare_share["0"] > rare_share["075"] > rare_share["1"]
+    assert top_share["1"] > 0.5 and rare_share["0"] > 0.5  # large shares, as the prose implies
 
 
 def test_negative_sampling_loss_is_the_derived_log_likelihood():
