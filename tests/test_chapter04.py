@@ -109,6 +109,24 @@ def test_subsampling_thins_only_the_frequent_words(page, glued):
     assert thinned.sum() < 0.2 * len(counts)  # "only the ... most frequent words"
 
 
+def test_share_of_windows_with_a_frequent_word_is_recomputed(glued):
+    """The prose: most windows hold one of a few very frequent words. Counted here by a
+    convolution over each play, independently of the page's loop."""
+    vocab, _, play_ids = frequent_words(
+        load_corpus("shakespeare"), min_count=glued["ch04_min_count"]
+    )
+    top, window = glued["ch04_top_words"], glued["ch04_window"]
+    assert window == 3 and [vocab.itos[i] for i in range(4)] == ["the", "and", "i", "to"]
+    kernel = np.ones(2 * window + 1)
+    kernel[window] = 0  # the position itself is not in its window
+    near = sum(
+        int((np.convolve((ids < top).astype(float), kernel, mode="same") > 0).sum())
+        for ids in play_ids
+    )
+    share = near / sum(len(ids) for ids in play_ids)
+    assert glued["ch04_top_window_share"] == f"{share:.0%}" and share > 0.5  # "most windows"
+
+
 def test_word_map_groups_gather(page, glued):
     _, text = page
     same, total = map(int, re.search(r"(\d+) of (\d+) words: nearest on the map", text).groups())
