@@ -17,6 +17,7 @@ from mini_llm.ngram import count_bigrams
 from mini_llm.rnn import RNNLanguageModel, rnn_step
 from mini_llm.smoothing import add_k_probabilities
 from mini_llm.tokenizer import CharTokenizer
+from mini_llm.train import TrainConfig
 
 PROMPT = "ROMEO:\n"
 
@@ -365,6 +366,10 @@ def test_clipping_runs_have_the_stated_radii_and_the_prose_states_what_they_show
 
 def test_clipping_equals_pytorch(page):
     _, text = page
+    # "clips every step by default, so the character RNN above was trained with clipping"
+    assert TrainConfig().grad_clip == 1.0
+    training_cell = re.search(r"config = TrainConfig\((.*?)\)\n", text, flags=re.DOTALL)
+    assert training_cell and "grad_clip" not in training_cell.group(1)
     ours, theirs = re.search(r"clip_grad_norm_: norm ([\d.]+) vs ([\d.]+)", text).groups()
     assert ours == theirs
     assert (
