@@ -16,7 +16,12 @@ import torch
 from _book_helpers import glued_values, html_tables, read_page
 
 from mini_llm.corpus import load_corpus
-from mini_llm.embeddings import SkipGram, frequent_words, negative_sampling_loss
+from mini_llm.embeddings import (
+    SkipGram,
+    frequent_words,
+    negative_sampling_loss,
+    noise_distribution,
+)
 from mini_llm.vocab import word_tokens
 
 
@@ -104,6 +109,24 @@ def test_subsampling_thins_only_the_frequent_words(page, glued):
     assert thinned.sum() < 0.2 * len(counts)  # "only the ... most frequent words"
 
 
+def test_share_of_windows_with_a_frequent_word_is_recomputed(glued):
+    """The prose: most windows hold one of a few very frequent words. Counted here by a
+    convolution over each play, independently of the page's loop."""
+    vocab, _, play_ids = frequent_words(
+        load_corpus("shakespeare"), min_count=glued["ch04_min_count"]
+    )
+    top, window = glued["ch04_top_words"], glued["ch04_window"]
+    assert window == 3 and [vocab.itos[i] for i in range(4)] == ["the", "and", "i", "to"]
+    kernel = np.ones(2 * window + 1)
+    kernel[window] = 0  # the position itself is not in its window
+    near = sum(
+        int((np.convolve((ids < top).astype(float), kernel, mode="same") > 0).sum())
+        for ids in play_ids
+    )
+    share = near / sum(len(ids) for ids in play_ids)
+    assert glued["ch04_top_window_share"] == f"{share:.0%}" and share > 0.5  # "most windows"
+
+
 def test_word_map_groups_gather(page, glued):
     _, text = page
     same, total = map(int, re.search(r"(\d+) of (\d+) words: nearest on the map", text).groups())
@@ -145,6 +168,25 @@ def test_noise_table_lifts_rare_words_and_lowers_frequent_ones(page):
     _, power_075, uniform = zip(*rows.values(), strict=True)
     assert rows["the"][1] < rows["the"][0] and rows["ducats"][1] > rows["ducats"][0]
     assert len(set(uniform)) == 1 and all(a > 0 for a in power_075)
+
+
+def test_noise_shares_in_the_prose_are_recomputed_and_075_lies_in_between(glued):
+    """The prose: the most frequent words take a large share of plain-count noise, the rare
+    words most of uniform noise, and the power 0.75 lies in between on both."""
+    _, counts, _ = frequent_words(load_corpus("shakespeare"), min_count=glued["ch04_min_count"])
+    assert np.all(np.diff(counts) <= 0)  # most frequent first, so [:top] are the top words
+    top, rare = glued["ch04_noise_top"], glued["ch04_noise_rare_count"]
+    top_share, rare_share = {}, {}
+    for power, name in ((1.0, "1"), (0.75, "075"), (0.0, "0")):
+        noise = noise_distribution(counts, power)
+        top_share[name], rare_share[name] = noise[:top].sum(), noise[counts < rare].sum()
+        if power > 0:  # the prose names the top words' share of counted noise
+            assert glued[f"ch04_noise_top_share_{name}"] == f"{top_share[name]:.0%}"
+        if power < 1:  # and the rare words' share of uniform noise and of power 0.75
+            assert glued[f"ch04_noise_rare_share_{name}"] == f"{rare_share[name]:.0%}"
+    assert top_share["1"] > top_share["075"] > top_share["0"]
+    assert rare_share["0"] > rare_share["075"] > rare_share["1"]
+    assert top_share["1"] > 0.5 and rare_share["0"] > 0.5  # large shares, as the prose implies
 
 
 def test_negative_sampling_loss_is_the_derived_log_likelihood():

@@ -17,6 +17,7 @@ from mini_llm.ngram import count_bigrams
 from mini_llm.rnn import RNNLanguageModel, rnn_step
 from mini_llm.smoothing import add_k_probabilities
 from mini_llm.tokenizer import CharTokenizer
+from mini_llm.train import TrainConfig
 
 PROMPT = "ROMEO:\n"
 
@@ -53,7 +54,7 @@ def test_hand_written_rnn_equals_pytorch_and_bptt_equals_autograd(page):
     assert all(float(row[2]) < 1e-12 for row in rows)
 
 
-def test_model_size_and_the_bigram_yardstick_are_recomputed(page):
+def test_model_size_and_the_bigram_yardstick_are_recomputed(page, glued):
     raw, text = page
     text_chars = load_text("shakespeare")
     tokenizer = CharTokenizer.from_text(text_chars)
@@ -65,13 +66,20 @@ def test_model_size_and_the_bigram_yardstick_are_recomputed(page):
     split = int(0.9 * len(ids))
     counts = count_bigrams([ids[:split]], V)
     val = ids[split:]
+    # both models score the same characters: every one after the first, up to the last whole
+    # window of 64 (the block the RNN reads)
+    scored = (len(val) - 1) // 64 * 64
+    assert glued["ch05_n_scored"] == f"{scored:,}" and scored > 0.99 * len(val)
     best = min(
-        -np.log(add_k_probabilities(counts, k)[val[:-1], val[1:]]).mean()
+        -np.log(add_k_probabilities(counts, k)[val[:scored], val[1 : scored + 1]]).mean()
         for k in (1.0, 0.1, 0.01, 0.001)
     )
     rows = {row[0].split(" (")[0]: float(row[2]) for row in table(raw, "model")}
     assert rows["bigram counts"] == pytest.approx(best, abs=6e-4)
     assert rows["RNN"] < rows["bigram counts"] - 0.3
+    assert "RNN (up to 64 characters of context, in its state)" in {
+        row[0] for row in table(raw, "model")
+    }
 
 
 def test_prose_states_the_glued_losses(page, glued):
@@ -172,6 +180,16 @@ def test_memory_fades_and_gradients_vanish_or_explode_as_the_prose_says(page, gl
     assert k1 > 10 * k10 > 100 * k40 > 0
     k80 = number(r"k = 80: ([\d.e+-]+)", text)
     assert 1e-8 < k40 < 1e-6 and 1e-8 < k80 < 1e-6  # "the rounding noise ... around 1e-7"
+    k40_64, k80_64 = map(
+        float, re.search(r"in float64: k = 40: ([\d.e+-]+); k = 80: ([\d.e+-]+)", text).groups()
+    )
+    assert (glued["ch05_memory_40_f64"], glued["ch05_memory_80_f64"]) == (
+        f"{k40_64:.1e}",
+        f"{k80_64:.1e}",
+    )
+    # "that this floor is rounding shows in float64, where the change goes on falling"
+    assert k40_64 < k40 / 10 and k80_64 < k40_64 / 1000
+    assert 1e-17 < k80_64 < 1e-14  # "where it meets float64's own rounding floor"
     ratios = re.search(
         r"relative to the last step:\s+ρ = 0\.5: ([\d.e+-]+), "
         r"ρ = 1: ([\d.e+-]+), ρ = 2: ([\d.e+-]+), ρ = 4: ([\d.e+-]+), "
@@ -211,13 +229,13 @@ def span(values: list[float]) -> str:
 
 
 def clipping_runs(raw: str) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """The clipping table: per (start, clipping), the radius, final loss and largest norm of
-    each seed."""
+    """The clipping table: per (start, clipping), the radius, first and final loss and largest
+    norm of each seed."""
     runs = {}
     for start, clipping, *cells in table(raw, "start"):
-        radius, last, largest = ([float(v) for v in cell.split(", ")] for cell in cells)
-        assert len(radius) == len(last) == len(largest) == 3  # three seeds
-        runs[start, clipping] = {"radius": radius, "last": last, "largest": largest}
+        radius, first, last, largest = ([float(v) for v in cell.split(", ")] for cell in cells)
+        assert len(radius) == len(first) == len(last) == len(largest) == 3  # three seeds
+        runs[start, clipping] = {"radius": radius, "first": first, "last": last, "largest": largest}
     return runs
 
 
@@ -235,6 +253,8 @@ def test_clipping_runs_have_the_stated_radii_and_the_prose_states_what_they_show
     for start, value in (("ρ = 2", mid), ("ρ = 4", high)):
         for clipping in (plain, clipped):
             assert runs[start, clipping]["radius"] == [float(value)] * 3
+    for start in starts:  # "the two runs of a seed start from the same weights and batches"
+        assert runs[start, plain]["first"] == runs[start, clipped]["first"]
     default = runs["default start", plain]
     assert max(default["radius"]) < 1
     assert glued["ch05_default_radius"] == span(default["radius"])
@@ -311,6 +331,22 @@ def test_clipping_runs_have_the_stated_radii_and_the_prose_states_what_they_show
     assert glued["ch05_high_clipped_span"] == span(c4)
     assert glued["ch05_default_span"] == span(default["last"])
     assert min(c4) > max(default["last"]) + CLOSE  # "learn far less than ... the default start"
+    first4 = runs["ρ = 4", clipped]["first"]
+    assert glued["ch05_high_clipped_first"] == span(first4)
+    fell = max(round(f - c, 2) for f, c in zip(first4, c4, strict=True))
+    outcome = (
+        "none of them ends below where it began"
+        if fell <= 0
+        else f"none of them falls by more than {CLOSE:g} nats"
+        if fell <= CLOSE
+        else "they learn, but slowly"
+    )
+    vocab_size = CharTokenizer.from_text(load_text("shakespeare")).vocab_size
+    if min(c4) > round(np.log(vocab_size), 2):
+        outcome += (
+            f", and all end above the uniform guess, log {vocab_size} = {np.log(vocab_size):.2f}"
+        )
+    assert glued["ch05_high_clipped_outcome"] == outcome
 
     # why: the output layer's share of the first gradient
     shares = {
@@ -330,6 +366,10 @@ def test_clipping_runs_have_the_stated_radii_and_the_prose_states_what_they_show
 
 def test_clipping_equals_pytorch(page):
     _, text = page
+    # "clips every step by default, so the character RNN above was trained with clipping"
+    assert TrainConfig().grad_clip == 1.0
+    training_cell = re.search(r"config = TrainConfig\((.*?)\)\n", text, flags=re.DOTALL)
+    assert training_cell and "grad_clip" not in training_cell.group(1)
     ours, theirs = re.search(r"clip_grad_norm_: norm ([\d.]+) vs ([\d.]+)", text).groups()
     assert ours == theirs
     assert (
