@@ -205,8 +205,9 @@ def nearest_neighbours(embeddings, query: int, k: int = 10) -> list[int]:
 def analogy(embeddings, a: int, b: int, c: int, k: int = 1) -> list[int]:
     """ "``a`` is to ``b`` as ``c`` is to ?": the ``k`` words nearest to b − a + c.
 
-    The three vectors are normalised first, so that frequent words with long vectors do not
-    dominate; the answer is ranked by cosine similarity and may not be a, b or c. For
+    The three vectors are normalised first, so that a word whose vector happens to be long does
+    not dominate the sum (a vector's length tracks how often and in how many contexts its word
+    was seen, not its meaning); the answer is ranked by cosine similarity and may not be a, b or c. For
     man : king :: woman : ?, pass a=man, b=king, c=woman.
     """
     _checked_ids(embeddings, a, b, c)
