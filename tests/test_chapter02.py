@@ -169,6 +169,10 @@ def test_seed_sentences_show_the_zero_and_the_generalization_failure(page):
     assert rows["datawhale robot learns"][1] == rows["datawhale robot works"][1] != "0.000000"
     # "well below the agent sentences"
     assert float(rows["datawhale robot learns"][1]) < float(rows["datawhale agent learns"][1])
+    # the scrambled sentence: every pair uncounted, so zero without and lowest with smoothing
+    scrambled = rows.pop("works datawhale robot")
+    assert scrambled[0] == "0.0000"
+    assert float(scrambled[1]) < min(float(row[1]) for row in rows.values())
 
 
 def test_perplexity_is_tied_to_the_nll_of_chapter_one_and_one_convention_for_v(page):
@@ -195,8 +199,9 @@ def test_sparsity_numbers_in_the_prose_and_summary(page, names_split, results, v
         assert f"n = {n}: {count:5,} of the {n_val:,} validation n-grams ({share:6.2%})" in text
     one, total, two, total_again, examples, three, five, eight = prose(
         text,
-        r"At \\\(n = 1\\\), (\d+) of the ([\d,]+) validation letters are missing from "
-        r"training\. At \\\(n = 2\\\), (\d+) of the ([\d,]+) validation bigrams never "
+        r"At \\\(n = 1\\\), (\d+) of the ([\d,]+) validation tokens \(letters and "
+        r"end tokens\) are missing from training\. At \\\(n = 2\\\), (\d+) of the ([\d,]+) "
+        r"validation bigrams never "
         r"occurs in training \(([^)]*)\): .*?Then the share climbs: (\d+) % of the trigrams, "
         r"(\d+) % of the 5-grams and (\d+) % of the 8-grams never occur",
     )
@@ -246,6 +251,13 @@ def test_the_introduction_example_is_counted(page, names_split):
     assert (int(then_n), int(total)) == (after_ann[n], after_ann.sum())
     assert (int(p_a_ann), int(p_a_n)) == (percent(after_ann, a), percent(after_n, a))
     assert (int(p_e_ann), int(p_e_n)) == (percent(after_ann, e), percent(after_n, e))
+    # the trigram table: contexts seen, out of those that can occur (no </s>, <s> only first)
+    seen, possible = re.search(
+        r"trigram table: (\d+) contexts seen, out of (\d+) possible", text
+    ).groups()
+    letters = V - 2
+    assert int(seen) == len(ngram_counts(train, 3, V, bos)[0]) <= int(possible)
+    assert int(possible) == 1 + letters + letters**2
     assert f"'ann' occurs {after_ann.sum()} times as a context" in text
 
 
