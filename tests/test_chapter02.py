@@ -218,6 +218,9 @@ def test_sparsity_numbers_in_the_prose_and_summary(page, names_split, results, v
     assert len(found) == int(two) and examples == ", ".join(found[:3])
     assert [int(three), int(five), int(eight)] == [round(100 * unseen[n]) for n in (3, 5, 8)]
     assert int(three) < int(five) < int(eight)
+    # the introduction: "every extra token of memory leaves more of a new text unseen"
+    assert all(a < b for a, b in itertools.pairwise(unseen.values()))
+    assert "every extra token of memory leaves more of a new text unseen" in " ".join(text.split())
     summary_five, summary_eight = prose(
         text,
         r"Sparsity grows fast with \\\(n\\\): (\d+) % of the validation 5-grams \(and "
