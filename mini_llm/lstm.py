@@ -108,7 +108,8 @@ class SequenceClassifier(nn.Module):
 
     The gated cells start out remembering: ``remember_bias`` is added to the bias of the LSTM's
     forget gate and of the GRU's update gate, so that σ(bias) ≈ 0.88 of the memory is kept per
-    step before any training (Jozefowicz et al., 2015, recommend at least 1 for the forget gate).
+    step before any training (Jozefowicz et al., 2015, found that adding 1 to the forget gate's
+    bias closed the gap between the LSTM and the GRU).
     """
 
     def __init__(
