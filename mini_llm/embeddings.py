@@ -207,8 +207,8 @@ def analogy(embeddings, a: int, b: int, c: int, k: int = 1) -> list[int]:
 
     The three vectors are normalised first, so that a word whose vector happens to be long does
     not dominate the sum (a vector's length tracks how often and in how many contexts its word
-    was seen, not its meaning); the answer is ranked by cosine similarity and may not be a, b or c. For
-    man : king :: woman : ?, pass a=man, b=king, c=woman.
+    was seen, not its meaning); the answer is ranked by cosine similarity and may not be a, b
+    or c. For man : king :: woman : ?, pass a=man, b=king, c=woman.
     """
     _checked_ids(embeddings, a, b, c)
     unit = _unit_rows(embeddings)

@@ -49,11 +49,17 @@ def seeds(page):
 
 
 @pytest.fixture(scope="module")
-def ngram_models():
-    """Chapter 2's interpolated n-grams of orders 3 to 6: (model, weights, val perplexity)."""
+def name_parts():
+    """The names and their train, validation and test split, as chapters 2 and 3 make them."""
     names = load_corpus("names")
+    return names, split_documents(names, (0.8, 0.1, 0.1), seed=0)
+
+
+@pytest.fixture(scope="module")
+def ngram_models(name_parts):
+    """Chapter 2's interpolated n-grams of orders 3 to 6: (model, weights, val perplexity)."""
+    names, parts = name_parts
     vocab = Vocabulary.from_sequences(names)
-    parts = split_documents(names, (0.8, 0.1, 0.1), seed=0)
     train, val = ([vocab.encode_with_boundaries(n) for n in part] for part in parts[:2])
     out = {}
     for n in range(3, 7):
@@ -466,10 +472,9 @@ def test_weight_decay_is_described_as_the_loop_applies_it(page):
     assert decayed == {id(model.hidden.weight), id(model.output.weight)}
 
 
-def test_the_isolated_letter_is_not_explained_by_rarity_alone(page):
+def test_the_isolated_letter_is_not_explained_by_rarity_alone(page, name_parts):
     _, text = page
-    names = load_corpus("names")
-    train_names, _, _ = split_documents(names, (0.8, 0.1, 0.1), seed=0)
+    _, (train_names, _, _) = name_parts
     letters = "abcdefghijklmnopqrstuvwxyz"
     counts = {t: sum(name.count(t) for name in train_names) for t in letters}
     rarest = min(counts, key=counts.get)

@@ -35,6 +35,12 @@ def glued(built_book):
     return glued_values(built_book, "ch04_embeddings")
 
 
+@pytest.fixture(scope="module")
+def shakespeare_words(glued):
+    """The page's vocabulary, word counts and plays as ids: ``frequent_words`` as it calls it."""
+    return frequent_words(load_corpus("shakespeare"), min_count=glued["ch04_min_count"])
+
+
 def signed(value: float, spec: str) -> str:
     """A number as the prose shows it: negative ones with a minus sign (−), not a hyphen."""
     return format(value, spec).replace("-", "−")
@@ -71,10 +77,10 @@ def test_corpus_figures_are_recomputed(page, glued):
     assert "the 38 plays of chapter 1" not in text  # chapter 1 models first names
 
 
-def test_zipf_fit_and_what_the_prose_says_about_it(glued):
+def test_zipf_fit_and_what_the_prose_says_about_it(glued, shakespeare_words):
     """Slope near −1 on log-spaced ranks; the top word below the line by the glued factor,
     every other word within the glued spread; the fit through every rank misses by > 10x."""
-    _, counts, _ = frequent_words(load_corpus("shakespeare"), min_count=glued["ch04_min_count"])
+    _, counts, _ = shakespeare_words
     rank = np.arange(1, len(counts) + 1)
     fit_ranks = np.unique(np.geomspace(1, len(counts), 60).round().astype(int))
     slope, intercept = np.polyfit(np.log(fit_ranks), np.log(counts[fit_ranks - 1]), 1)
@@ -95,8 +101,8 @@ def test_zipf_fit_and_what_the_prose_says_about_it(glued):
     assert glued["ch04_share_above_100"] == f"{(rank > 100).mean():.0%}"
 
 
-def test_subsampling_thins_only_the_frequent_words(page, glued):
-    _, counts, _ = frequent_words(load_corpus("shakespeare"), min_count=glued["ch04_min_count"])
+def test_subsampling_thins_only_the_frequent_words(page, glued, shakespeare_words):
+    _, counts, _ = shakespeare_words
     frequency = counts / counts.sum()
     shown = glued["ch04_threshold"]  # 10⁻⁴, as the prose writes it
     digits = shown[2:].translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789"))
@@ -109,12 +115,10 @@ def test_subsampling_thins_only_the_frequent_words(page, glued):
     assert thinned.sum() < 0.2 * len(counts)  # "only the ... most frequent words"
 
 
-def test_share_of_windows_with_a_frequent_word_is_recomputed(glued):
+def test_share_of_windows_with_a_frequent_word_is_recomputed(glued, shakespeare_words):
     """The prose: most windows hold one of a few very frequent words. Counted here by a
     convolution over each play, independently of the page's loop."""
-    vocab, _, play_ids = frequent_words(
-        load_corpus("shakespeare"), min_count=glued["ch04_min_count"]
-    )
+    vocab, _, play_ids = shakespeare_words
     top, window = glued["ch04_top_words"], glued["ch04_window"]
     assert window == 3 and [vocab.itos[i] for i in range(4)] == ["the", "and", "i", "to"]
     kernel = np.ones(2 * window + 1)
@@ -170,10 +174,10 @@ def test_noise_table_lifts_rare_words_and_lowers_frequent_ones(page):
     assert len(set(uniform)) == 1 and all(a > 0 for a in power_075)
 
 
-def test_noise_shares_in_the_prose_are_recomputed_and_075_lies_in_between(glued):
+def test_noise_shares_in_the_prose_are_recomputed_and_075_lies_in_between(glued, shakespeare_words):
     """The prose: the most frequent words take a large share of plain-count noise, the rare
     words most of uniform noise, and the power 0.75 lies in between on both."""
-    _, counts, _ = frequent_words(load_corpus("shakespeare"), min_count=glued["ch04_min_count"])
+    _, counts, _ = shakespeare_words
     assert np.all(np.diff(counts) <= 0)  # most frequent first, so [:top] are the top words
     top, rare = glued["ch04_noise_top"], glued["ch04_noise_rare_count"]
     top_share, rare_share = {}, {}
