@@ -171,6 +171,17 @@ def test_token_names_in_prose_are_not_read_as_html(built_book, docname):
     assert not struck, f"{docname}: struck-through text from a raw tag: {struck[0].get_text()[:80]}"
 
 
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_a_per_cent_sign_stays_on_its_number_s_line(built_book, docname):
+    """The prose writes "83 %"; a breakable space there lets a line end at "83" (see
+    book/_ext/percent_spaces.py). Code keeps its own spaces."""
+    body = article(page(built_book, docname))
+    for code in body.select("pre, code, script, style"):
+        code.decompose()
+    breakable = re.findall(r".{0,30}[^\S\u00a0]%", body.get_text())
+    assert not breakable, f"{docname}: a line may break before '%' in: {breakable[:3]}"
+
+
 def test_intro_lists_all_twelve_chapters(built_book):
     soup = page(built_book, "intro")
     table = article(soup).find("table")
