@@ -23,7 +23,7 @@ from mini_llm.smoothing import (
     ngram_counts,
     unseen_ngram_fraction,
 )
-from mini_llm.vocab import BOS, Vocabulary
+from mini_llm.vocab import BOS, EOS, Vocabulary
 
 
 @pytest.fixture(scope="module")
@@ -159,10 +159,17 @@ def test_three_things_that_stand_out_are_true(page, results, interpolated):
         )
     slip = (interp_val[-1] - min(interp_val)) / min(interp_val)
     assert suffers == ("hardly suffers" if slip < 0.01 else "suffers")
+    # the introduction: more confident on the names counted at every order, and for both
+    # kinds of model worse on new names past some order (the best one is not the largest)
+    assert (
+        "the model grows more confident about the text it has seen and, past some order, worse "
+        "on the text it has not" in " ".join(text.split())
+    )
+    assert falls and int(best_n) < orders[-1] and best < orders[-1]
 
 
 def test_seed_sentences_show_the_zero_and_the_generalization_failure(page):
-    raw, _ = page
+    raw, text = page
     rows = {row[0]: row[1:] for row in table_with(raw, "sentence", "add-1 smoothing")[1:]}
     assert rows["datawhale agent learns"] == ["0.5000", "0.006173"]
     assert rows["datawhale robot learns"][0] == "0.0000"
@@ -173,6 +180,11 @@ def test_seed_sentences_show_the_zero_and_the_generalization_failure(page):
     scrambled = rows.pop("works datawhale robot")
     assert scrambled[0] == "0.0000"
     assert float(scrambled[1]) < min(float(row[1]) for row in rows.values())
+    flowing = " ".join(text.split()).replace("“", '"').replace("”", '"')
+    assert 'the scrambled "works datawhale robot" is made only of pairs never counted' in flowing
+    seed = [["datawhale", "agent", "learns"], ["datawhale", "agent", "works"]]
+    counted = {pair for s in seed for pair in itertools.pairwise([BOS, *s, EOS])}
+    assert not counted & set(itertools.pairwise([BOS, "works", "datawhale", "robot", EOS]))
 
 
 def test_perplexity_is_tied_to_the_nll_of_chapter_one_and_one_convention_for_v(page):
@@ -323,6 +335,11 @@ def test_choice_of_k_and_interpolation_weights_match_the_prose(page, names_split
     assert float(last) == pytest.approx(lambdas[-1], abs=0.0006)
     assert verdict == ("almost nothing" if lambdas[-1] < 0.05 else "a real share")
     assert float(first) == pytest.approx(lambdas[0], abs=0.0006) and 0 < lambdas[0] < 0.05
+    # the same weight, recalled where the perplexity table is discussed
+    own_n, own_weight = prose(
+        text, r"only the share they earn there \(the (\d)-gram’s own term gets NUM\)"
+    )
+    assert int(own_n) == ORDERS[-1] and own_weight == last
 
 
 def test_test_perplexity_is_reported_once_for_the_model_chosen_on_validation(
