@@ -382,9 +382,23 @@ def test_training_curve_embeddings_and_samples_are_on_the_page(page, built_book)
 
 
 def test_fixed_window_makes_different_names_indistinguishable(page):
+    from mini_llm.mlp_lm import MLPLanguageModel
+
     _, text = page
     assert re.search(r"largest difference between their next-letter distributions: 0\.0\b", text)
     assert "Recurrent networks" in text
+    (context,) = prose(text, r"CONTEXT = (\d+)")
+    (agree,) = prose(text, r"two names whose last (\d+) letters agree get exactly the same")
+    first, second = prose(text, r"window of '\w+': '(\w+)', window of '\w+': '(\w+)'")
+    assert int(agree) == int(context) == len(first) and first == second
+    # "every extra position adds d H weights", in W's own block for that position
+    assert "every extra position adds \\(d \\cdot H\\) weights" in " ".join(text.split())
+    sizes = {n: MLPLanguageModel(28, n, embedding_dim=16, hidden_dim=200) for n in (5, 6)}
+    extra = {
+        name: p6.numel() - p5.numel()
+        for (name, p6), p5 in zip(sizes[6].named_parameters(), sizes[5].parameters())
+    }
+    assert extra == {name: 16 * 200 if name == "hidden.weight" else 0 for name in extra}
 
 
 def test_page_has_goals_math_summary_further_reading_and_exercise_link(page, built_book):
