@@ -492,7 +492,10 @@ def test_the_isolated_letter_is_not_explained_by_rarity_alone(page, name_parts):
     letters = "abcdefghijklmnopqrstuvwxyz"
     counts = {t: sum(name.count(t) for name in train_names) for t in letters}
     rarest = min(counts, key=counts.get)
+    loners = re.findall(r"most isolated letter '(\w)'", text)  # one per seed
+    assert loners and loners[0] == "q"
     if rarest != "q":
+        assert rarest not in loners, "the rarer letter is the most isolated one on some seed"
         rare, n_rare, n_q = prose(
             text,
             r"Nor is it simply the rarest letter, left apart by too few updates: (\w) is rarer "
