@@ -130,6 +130,8 @@ def test_comparison_table_in_bits_per_character(page, glued):
     assert f"{steps} steps, 3 seeds" in cells["RNN (chapter 5)"][1]
     assert f"{steps} steps, 3 seeds" in cells["GPT"][1]  # the same seeds as the RNN's
     verdict = glued["ch11_gpt_vs_rnn"]
+    prose = " ".join(text.replace("\u2019", "'").split())
+    assert f"{glued['ch11_gpt_bits']:.3f} on average; {verdict}." in prose
     behind, ahead = gpt_low > rnn_high, gpt_high < rnn_low  # every seed against every seed
     assert verdict.startswith("every GPT seed ends above") == behind
     assert verdict.startswith("every GPT seed ends below") == ahead
@@ -225,6 +227,11 @@ def test_inside_the_model(page, glued):
     found = re.search(r"silencing one head adds ([+-][\d.]+) to ([+-][\d.]+)", text)
     assert float(found[1]) == pytest.approx(low, abs=5e-4)
     assert float(found[2]) == pytest.approx(high, abs=5e-4)
+    # the ablation scores "the first half" of the held-out windows, and its base is on those
+    predictions = int(re.search(r"([\d,]+) held-out predictions", text)[1].replace(",", ""))
+    assert glued["ch11_ablation_windows"] == predictions // 64 // 2
+    assert "(the head ablation, to save time, on the first half of them)" in " ".join(text.split())
+    assert f"with every head: {glued['ch11_base_bits']:.3f} bits per character" in text
 
 
 def test_influence_by_distance(glued):
