@@ -115,9 +115,10 @@ def test_subsampling_thins_only_the_frequent_words(page, glued, shakespeare_word
     assert thinned.sum() < 0.2 * len(counts)  # "only the ... most frequent words"
 
 
-def test_share_of_windows_with_a_frequent_word_is_recomputed(glued, shakespeare_words):
+def test_share_of_windows_with_a_frequent_word_is_recomputed(page, glued, shakespeare_words):
     """The prose: most windows hold one of a few very frequent words. Counted here by a
     convolution over each play, independently of the page's loop."""
+    _, text = page
     vocab, _, play_ids = shakespeare_words
     top, window = glued["ch04_top_words"], glued["ch04_window"]
     assert window == 3 and [vocab.itos[i] for i in range(4)] == ["the", "and", "i", "to"]
@@ -129,6 +130,11 @@ def test_share_of_windows_with_a_frequent_word_is_recomputed(glued, shakespeare_
     )
     share = near / sum(len(ids) for ids in play_ids)
     assert glued["ch04_top_window_share"] == f"{share:.0%}" and share > 0.5  # "most windows"
+    assert (
+        "Most windows hold one of a few very frequent words: at "
+        f"{share:.0%} of the positions of the text, one of the {top} most frequent words "
+        f"(the, and, i, to, …) stands within {window} places, the window used below"
+    ) in " ".join(text.split())
 
 
 def test_word_map_groups_gather(page, glued):
@@ -174,9 +180,12 @@ def test_noise_table_lifts_rare_words_and_lowers_frequent_ones(page):
     assert len(set(uniform)) == 1 and all(a > 0 for a in power_075)
 
 
-def test_noise_shares_in_the_prose_are_recomputed_and_075_lies_in_between(glued, shakespeare_words):
+def test_noise_shares_in_the_prose_are_recomputed_and_075_lies_in_between(
+    page, glued, shakespeare_words
+):
     """The prose: the most frequent words take a large share of plain-count noise, the rare
     words most of uniform noise, and the power 0.75 lies in between on both."""
+    _, text = page
     _, counts, _ = shakespeare_words
     assert np.all(np.diff(counts) <= 0)  # most frequent first, so [:top] are the top words
     top, rare = glued["ch04_noise_top"], glued["ch04_noise_rare_count"]
@@ -191,6 +200,17 @@ def test_noise_shares_in_the_prose_are_recomputed_and_075_lies_in_between(glued,
     assert top_share["1"] > top_share["075"] > top_share["0"]
     assert rare_share["0"] > rare_share["075"] > rare_share["1"]
     assert top_share["1"] > 0.5 and rare_share["0"] > 0.5  # large shares, as the prose implies
+    shown = {name: f"{share:.0%}" for name, share in top_share.items()}
+    rare_shown = {name: f"{share:.0%}" for name, share in rare_share.items()}
+    assert (
+        f"With the plain counts, the {top} most frequent words would make up {shown['1']} of "
+        f"the noise; with equal probabilities, {rare_shown['0']} of the noise words would be "
+        f"words seen fewer than {rare} times in all the plays"
+    ) in " ".join(text.split())
+    assert (
+        f"lies in between: the {top} most frequent words make up {shown['075']} of its noise, "
+        f"and the words seen fewer than {rare} times {rare_shown['075']}."
+    ) in " ".join(text.split())
 
 
 def test_negative_sampling_loss_is_the_derived_log_likelihood():
@@ -235,7 +255,8 @@ def test_training_time_and_vector_lengths_are_glued(page, glued):
 def test_neighbours_are_distinct_other_words_showing_what_the_prose_names(page):
     raw, _ = page
     table = table_with_header(raw, "word", "nearest neighbours (most similar first)")
-    neighbours = {row[0]: row[1].split(", ") for row in table[1:]}
+    # smartquotes renders emperor's as emperor’s; compare with straight apostrophes
+    neighbours = {row[0]: row[1].replace("\u2019", "'").split(", ") for row in table[1:]}
     assert len(neighbours) == 8
     for word, found in neighbours.items():
         assert len(found) == len(set(found)) == 6 and word not in found
