@@ -80,6 +80,11 @@ def test_model_size_and_the_bigram_yardstick_are_recomputed(page, glued):
     assert "RNN (up to 64 characters of context, in its state)" in {
         row[0] for row in table(raw, "model")
     }
+    # The two scores differ by about 1e-5 nats whether the bigram reads the same characters as
+    # the RNN or the whole text, so the numbers cannot show it; the page's code must.
+    assert "rnn_val, n_scored = loss_on_text(model, val_ids)" in text
+    assert "previous, scored = val_ids[:n_scored], val_ids[1 : n_scored + 1]" in text
+    assert "[previous, scored]" in text
 
 
 def test_prose_states_the_glued_losses(page, glued):
@@ -179,6 +184,10 @@ def test_memory_fades_and_gradients_vanish_or_explode_as_the_prose_says(page, gl
     k40 = number(r"k = 40: ([\d.e+-]+)", text)
     assert k1 > 10 * k10 > 100 * k40 > 0
     k80 = number(r"k = 80: ([\d.e+-]+)", text)
+    # "k = 1 is the last one read, whose successor is predicted": the page edits the k-th
+    # input from the end and compares the predictions made after the last input
+    assert "edited[:, -k] = " in text and "model(edited)[0][:, -1]" in text
+    assert "model(windows)[0][:, -1]" in text
     assert 1e-8 < k40 < 1e-6 and 1e-8 < k80 < 1e-6  # "the rounding noise ... around 1e-7"
     k40_64, k80_64 = map(
         float, re.search(r"in float64: k = 40: ([\d.e+-]+); k = 80: ([\d.e+-]+)", text).groups()
@@ -370,6 +379,10 @@ def test_clipping_equals_pytorch(page):
     assert TrainConfig().grad_clip == 1.0
     training_cell = re.search(r"config = TrainConfig\((.*?)\)\n", text, flags=re.DOTALL)
     assert training_cell and "grad_clip" not in training_cell.group(1)
+    assert (
+        f"training loop clips every step by default (grad_clip={TrainConfig().grad_clip} in "
+        "TrainConfig, so the character RNN above was trained with clipping)"
+    ) in " ".join(text.split())
     ours, theirs = re.search(r"clip_grad_norm_: norm ([\d.]+) vs ([\d.]+)", text).groups()
     assert ours == theirs
     assert (
