@@ -7,7 +7,10 @@ import math
 import re
 
 import pytest
+import torch
 from _book_helpers import glued_values, html_tables, read_page
+
+from mini_llm.lstm import SequenceClassifier, first_token_task
 
 SEEDS = (0, 1, 2)
 IDENTITY = "RNN, W_hh = identity"
@@ -118,6 +121,25 @@ def test_gated_networks_remember_where_the_plain_rnn_cannot_over_three_seeds(pag
     bias = float(glued["ch06_remember_bias"])
     assert glued["ch06_remember_share"] == f"{1 / (1 + math.exp(-bias)):.2f}"
     assert f"raised by {glued['ch06_remember_bias']}, so that at first they keep about" in prose
+
+
+def test_the_lstm_without_the_raised_bias_starts_at_about_half_memory(page):
+    """The prose: that LSTM's forget gate starts at about σ(0) = 0.5, because its biases start
+    small and random. Rebuilt as the page builds it (same seeds and sizes), at its first step."""
+    prose = flat(page[1])
+    assert "LSTM whose forget gate started at about" in prose
+    assert "(its biases start small and random), halving its memory at each step" in prose
+    hidden = 64
+    x, _ = first_token_task(512, 30, 4, torch.Generator().manual_seed(99))
+    for seed in SEEDS:
+        torch.manual_seed(seed)
+        model = SequenceClassifier("lstm", 8, 4, 16, hidden, remember_bias=0.0)
+        forget = slice(hidden, 2 * hidden)  # the second block of (i, f, g, o)
+        bias = (model.b_ih + model.b_hh)[forget].detach()
+        assert bias.abs().max() <= 2 / math.sqrt(hidden)  # small: PyTorch's ±1/√H, twice
+        with torch.no_grad():  # the first step, from h0 = 0
+            gate = torch.sigmoid(model.embedding(x[:, 0]) @ model.W_ih[forget].T + bias)
+        assert abs(gate.mean().item() - 0.5) < 0.05  # "about 0.5"
 
 
 def test_few_test_sequences_also_occurred_in_training(page):
