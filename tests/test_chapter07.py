@@ -155,10 +155,17 @@ def accuracy_table(raw: str) -> tuple[list[str], dict[str, list[tuple[float, flo
     raise AssertionError("no accuracy table")
 
 
+def percent(value: float) -> str:
+    """The page's percentages: one decimal, or two where one would show a miss as 100.0%."""
+    text = f"{value:.1%}"
+    return f"{value:.2%}" if text == "100.0%" and value < 1 else text
+
+
 def span(low: float, high: float) -> str:
-    """How the page states the seeds' range: '76.4% to 80.2%', or '100.0% each'."""
-    same = f"{low:.1%}" == f"{high:.1%}"
-    return f"{low:.1%} each" if same else f"{low:.1%} to {high:.1%}"
+    """How the page states the seeds' range: '76.4% to 80.2%', '99.95% to 100.0%' or
+    '100.0% each'."""
+    low_text, high_text = percent(low), percent(high)
+    return f"{low_text} each" if low_text == high_text else f"{low_text} to {high_text}"
 
 
 def test_attention_wins_over_three_seeds_and_the_plain_model_degrades_with_length(page):
@@ -179,6 +186,10 @@ def test_attention_wins_over_three_seeds_and_the_plain_model_degrades_with_lengt
     plain, attention = scores["without attention"], scores["with attention"]
     for mean, low, high in attention:  # "almost perfectly at every length", every seed
         assert low > 0.97 and low <= mean <= high
+    for mean, low, high in plain + attention:  # no miss is rounded up to 100.0%
+        assert (percent(mean) == "100.0%") == (low == high == 1.0)
+    if any(low < 1 for _, low, _ in attention[1:]):  # a seed missed a number of some length,
+        assert attention[0][1] < 1  # so its score on all of them is below 100%
     assert plain[1][0] > plain[2][0] > plain[3][0] + 0.1  # falls with the length of the input
     gap = attention[0][0] - plain[0][0]
     assert gap > 0.1  # "the gap between the models is much larger" than the seeds' spread
@@ -186,11 +197,12 @@ def test_attention_wins_over_three_seeds_and_the_plain_model_degrades_with_lengt
         assert high - low < gap / 2
     flat = " ".join(text.split())
     assert (
-        f"gets {plain[0][0]:.1%} of the held-out numbers exactly right ({span(*plain[0][1:])} "
-        f"over the seeds), from {plain[1][0]:.1%} of the short ones down to "
-        f"{plain[3][0]:.1%} of the longest"
+        f"gets {percent(plain[0][0])} of the held-out numbers exactly right "
+        f"({span(*plain[0][1:])} over the seeds), from {percent(plain[1][0])} of the short ones "
+        f"down to {percent(plain[3][0])} of the longest"
     ) in flat
     assert f"the three seeds score {span(*attention[0][1:])}, and length" in flat
+    assert f"hardly matters ({percent(attention[3][0])} of the longest)" in flat
     assert "6 models, 400 steps each" in text
     before, end = re.search(r"fell from ([\d.]+) to ([\d.]+)", flat).groups()
     assert float(end) < float(before)  # "still learning when the budget ends"
