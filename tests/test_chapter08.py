@@ -132,8 +132,17 @@ def test_masks_and_empty_rows(page, glued):
 def test_positions(page, glued):
     assert shown(page, glued, "ch08_gap_perm", ".1e") < 1e-5
     assert shown(page, glued, "ch08_gap_perm_pe", ".2f") > 0.05
-    assert shown(page, glued, "ch08_spread_correct", ".1e") < 1e-5
-    assert shown(page, glued, "ch08_spread_wrong", ".2f") > 0.1
+    correct = shown(page, glued, "ch08_spread_correct", ".1e")
+    wrong = shown(page, glued, "ch08_spread_wrong", ".2f")
+    assert correct < 1e-5 and wrong > 0.1
+    # the prose names the distances the code measured
+    last_k = glued["ch08_spread_last_k"]
+    _, text = page
+    assert f"PE(p).PE(p+k), k = 1..{last_k}: {correct:.1e}" in text
+    assert (
+        f"is at most {correct:.1e} for every distance \\(k\\) from 1 to {last_k} (rounding); "
+        f"with \\(j/d\\) it is up to {wrong:.2f}."
+    ) in " ".join(text.split())
 
 
 def test_extrapolation(page, glued):
