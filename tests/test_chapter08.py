@@ -179,6 +179,16 @@ def test_extrapolation(page, glued):
         f"mean of 3 seeds: {far_seen:.2f} at length {train_length},\n{far_beyond:.2f} at "
         f"positions {train_length}–{test_length - 1} of length {test_length}"
     ) in text
+    flat = " ".join(text.split())  # the prose states the same values
+    assert (
+        f"{relative:.1%}, far above the other two. It still falls short of its "
+        f"{glued['ch08_seen_relative']:.1%} at the trained length"
+    ) in flat
+    assert (
+        f"The keys {glued['ch08_shared_distance']} or more steps back take {far_seen:.2f} of "
+        f"the weight at the trained "
+        f"length and {far_beyond:.2f} beyond it."
+    ) in flat
 
 
 def test_heads_cost_nothing_extra_and_split_the_work(page, glued):
@@ -210,7 +220,15 @@ def test_heads_cost_nothing_extra_and_split_the_work(page, glued):
         assert span in text and f"{low:.1%}" in span and f"{high:.1%}" in span
     assert glued["ch08_two_head_min"] > 0.95
     assert glued["ch08_one_head_max"] < glued["ch08_two_head_min"] - 0.2  # heads buy accuracy
-    assert shown(page, glued, "ch08_head_width", "") == 32
+    width = shown(page, glued, "ch08_head_width", "")
+    assert width == 32
+    flat = " ".join(text.split())  # the prose gives the values the code printed
+    assert f"Train the toy model (\\(d\\) = {width}) to output both" in flat
+    assert (
+        f"One head gets {glued['ch08_one_head_mean']:.1%} of the outputs right on average "
+        f"({glued['ch08_one_head_range']}), two heads {glued['ch08_two_head_mean']:.1%} "
+        f"({glued['ch08_two_head_range']})."
+    ) in flat
 
 
 def test_cost(page, glued):
