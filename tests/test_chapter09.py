@@ -135,6 +135,18 @@ def test_transformer_against_gru(page, glued):
         )
         assert shown(page, glued, f"ch09_{key}_seconds", ".1f") > 0
     verdict = shown(page, glued, "ch09_verdict")
+    # the prose and the summary give the same means (the first check above finds any one copy)
+    gru_all, tf_all = glued["ch09_gru_all"], glued["ch09_tf_all"]
+    flat = " ".join(page[1].split())
+    assert (
+        f"The GRU gets {gru_all:.2%} of the test numbers exactly right and the Transformer "
+        f"{tf_all:.2%} (means over three seeds; the table rounds them to one decimal and gives "
+        f"the range in brackets): {verdict}. On the longest inputs, 7 to 11 words, they get "
+        f"{glued['ch09_gru_long']:.2%} and {glued['ch09_tf_long']:.2%}."
+    ) in flat
+    assert f"the GRU gets {gru_all:.2%} of the test numbers right and the Transformer" in flat
+    assert f"{glued['ch09_gru_params']:,}, {tf_all:.2%}: {verdict}." in flat
+    assert table[0][4].startswith("7–11 words (")  # "the longest inputs, 7 to 11 words"
     better = "Transformer" if glued["ch09_tf_all"] > glued["ch09_gru_all"] else "GRU + attention"
     worse = ({"Transformer", "GRU + attention"} - {better}).pop()
     assert f"the {better} is ahead" in verdict
