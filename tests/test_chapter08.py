@@ -123,7 +123,8 @@ def test_masks_and_empty_rows(page, glued):
     half_min = shown(page, glued, "ch08_half_min", ",.0f")
     assert half_min == -65504.0
     assert "float16, finfo.min = -65504 fill: [[0.333" in text
-    # PyTorch: the fused function zeroes an empty row, nn.MultiheadAttention gives nan
+    # PyTorch: the fused function zeroes an empty row; nn.MultiheadAttention gives nan when it
+    # also computes the weights (its default) and 0 when it does not
     assert "F.scaled_dot_product_attention, output: [[[0.0, 0.0]]]" in text
     assert "nn.MultiheadAttention, need_weights=True , output: [[[nan, nan]]]" in text
     assert "nn.MultiheadAttention, need_weights=False, output: [[[0.0, 0.0]]]" in text
