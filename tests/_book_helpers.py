@@ -97,10 +97,11 @@ def chapter_docnames() -> list[str]:
 
 
 def html_text(fragment: str) -> str:
-    """The text a reader sees in an HTML fragment: tags dropped, entities decoded."""
+    """The text a reader sees in an HTML fragment: tags dropped, entities decoded, and no-break
+    spaces (which keep a number with its unit: book/_ext/unit_spaces.py) read as spaces."""
     import html
 
-    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).replace("\u00a0", " ").strip()
 
 
 def read_page(built_book: Path, docname: str) -> tuple[str, str]:

@@ -172,14 +172,16 @@ def test_token_names_in_prose_are_not_read_as_html(built_book, docname):
 
 
 @pytest.mark.parametrize("docname", CHAPTERS)
-def test_a_per_cent_sign_stays_on_its_number_s_line(built_book, docname):
-    """The prose writes "83 %"; a breakable space there lets a line end at "83" (see
-    book/_ext/percent_spaces.py). Code keeps its own spaces."""
+def test_a_number_and_its_unit_stay_on_one_line(built_book, docname):
+    """The prose writes "83 %" and "10 s"; a breakable space there lets a line end at the number
+    (see book/_ext/unit_spaces.py). Code, and a diagram's source (an SVG's fallback text),
+    keep their own spaces."""
     body = article(page(built_book, docname))
-    for code in body.select("pre, code, script, style"):
+    for code in body.select("pre, code, script, style, object"):
         code.decompose()
-    breakable = re.findall(r".{0,30}[^\S\u00a0]%", body.get_text())
-    assert not breakable, f"{docname}: a line may break before '%' in: {breakable[:3]}"
+    unit = r"(?:%|×|±|(?:ms|µs|s|M|GB|MiB)(?![\w/]))"
+    breakable = re.findall(rf".{{0,30}}(?:\d[^\S\u00a0]{unit}|[^\S\u00a0]%)", body.get_text())
+    assert not breakable, f"{docname}: a line may break before a unit in: {breakable[:3]}"
 
 
 def test_intro_lists_all_twelve_chapters(built_book):
