@@ -237,7 +237,7 @@ def test_nll_table_reports_held_out_names_both_ways(page, names_model):
 
     uniform, train_nll, held_nll, unigram_all = prose(
         text,
-        r"brings the NLL from NUM down to NUM nats per character on the names it "
+        r"brings the NLL from NUM down to NUM nats per prediction on the names it "
         r"counted, and to NUM on the scorable held-out names.*?still scores NUM",
     )
     assert float(uniform) == pytest.approx(rows["uniform"][0], abs=0.005)
