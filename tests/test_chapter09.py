@@ -93,7 +93,10 @@ def test_parameter_counts(page, glued):
 
 
 def _percent(cell: str) -> list[float]:
-    return [float(v) / 100 for v in re.findall(r"([\d.]+)%", cell)]
+    """A table cell "99.97% (99.9–100.0)" as [mean, lowest, highest] fractions."""
+    found = re.fullmatch(r"([\d.]+)% \(([\d.]+)–([\d.]+)\)", cell)
+    assert found, f"not a mean (range) cell: {cell!r}"
+    return [float(v) / 100 for v in found.groups()]
 
 
 def test_transformer_against_gru(page, glued):
@@ -108,24 +111,35 @@ def test_transformer_against_gru(page, glued):
         rng = np.random.default_rng(seed)
         for _ in range(steps):
             streams |= {int("".join(d)) for _, d in number_pairs(batch, rng, "train")}
-    test = {
-        int("".join(d))
-        for _, d in number_pairs(1000, np.random.default_rng(99), "test", distinct=True)
-    }
+    test_pairs = number_pairs(1000, np.random.default_rng(99), "test", distinct=True)
+    test = {int("".join(d)) for _, d in test_pairs}
     assert len(streams) == trained and len(test) == 1000 and not streams & test
     assert all(is_held_out(n) for n in test) and not any(is_held_out(n) for n in streams)
     raw, _ = page
-    table = next(
-        rows
-        for rows in html_tables(raw)
-        if rows and rows[0][0] == "model" and rows[0][1].startswith("all")
-    )
-    assert [row[0] for row in table[1:]] == ["GRU + attention", "Transformer"]
-    assert table[0][1] == "all 1,000"
-    cells = {row[0]: [_percent(c) for c in row[1:5]] for row in table[1:]}
+    table = next(rows for rows in html_tables(raw) if rows and rows[0][0] == "test numbers")
+    assert table[0][1:] == ["GRU + attention", "Transformer"]
+
+    def group(low, high):
+        return sum(low <= len(words) <= high for words, _ in test_pairs)
+
+    longest = max(len(words) for words, _ in test_pairs)
+    assert [row[0] for row in table[1:]] == [
+        f"all ({len(test_pairs):,})",
+        f"1–3 words ({group(1, 3)})",
+        f"4–6 words ({group(4, 6)})",
+        f"7–{longest} words ({group(7, longest)})",
+        "seconds per run",
+    ]
+    assert shown(page, glued, "ch09_longest") == longest  # "the longest inputs, 7 to N words"
+    cells = {
+        name: [_percent(row[column]) for row in table[1:5]]
+        for column, name in enumerate(table[0][1:], start=1)
+    }
     for name, key in (("GRU + attention", "gru"), ("Transformer", "tf")):
+        for mean, low, high in cells[name]:
+            assert low <= mean <= high  # mean (min-max) over the seeds
+            assert (mean == 1.0) == (low == 1.0)  # a miss is never shown as 100.0%
         mean, low, high = cells[name][0]
-        assert low <= mean <= high  # mean (min-max) over the seeds
         # the prose gives two decimals, so a mean of 99.97% is not shown as 100.0%
         everything = shown(page, glued, f"ch09_{key}_all", ".2%")
         assert everything == pytest.approx(mean, abs=5e-4)
@@ -140,19 +154,20 @@ def test_transformer_against_gru(page, glued):
     flat = " ".join(page[1].split())
     assert (
         f"The GRU gets {gru_all:.2%} of the test numbers exactly right and the Transformer "
-        f"{tf_all:.2%} (means over three seeds; the table rounds them to one decimal and gives "
-        f"the range in brackets): {verdict}. On the longest inputs, 7 to 11 words, they get "
+        f"{tf_all:.2%} (means over three seeds; the table gives one decimal, two where one "
+        f"would show a miss as 100.0%, and the range over the seeds in brackets): {verdict}. "
+        f"On the longest inputs, 7 to {longest} words, they get "
         f"{glued['ch09_gru_long']:.2%} and {glued['ch09_tf_long']:.2%}."
     ) in flat
     assert f"the GRU gets {gru_all:.2%} of the test numbers right and the Transformer" in flat
     assert f"{glued['ch09_gru_params']:,}, {tf_all:.2%}: {verdict}." in flat
-    assert table[0][4].startswith("7–11 words (")  # "the longest inputs, 7 to 11 words"
     better = "Transformer" if glued["ch09_tf_all"] > glued["ch09_gru_all"] else "GRU + attention"
     worse = ({"Transformer", "GRU + attention"} - {better}).pop()
     assert f"the {better} is ahead" in verdict
     separated = cells[better][0][1] > cells[worse][0][2]
     assert ("ahead on every seed" in verdict) == separated
-    assert "s / run" in table[0][-1]
+    seconds = [f"{glued[f'ch09_{key}_seconds']:.1f}" for key in ("gru", "tf")]
+    assert table[-1][1:] == seconds  # the table's time per run is the one the prose uses
     # the sizes the page states, counted again on the same models
     source, target = vocabularies()
     bos = target.stoi[BOS]
