@@ -70,8 +70,12 @@ def test_publishing_a_chapter_is_its_status():
     row = f"| {planned.number} | [{planned.title}]({planned.page}.md) |"
     assert row not in manifest.render_intro_table(unpublished)
     assert row in manifest.render_intro_table(published)
+    # a Status column while a chapter is to come, none once every one is published
+    all_ready = len(published.ready()) == len(published.chapters)
+    assert "| coming |" in manifest.render_intro_table(unpublished)
+    assert (" Status |" in manifest.render_intro_table(published)) != all_ready
     ready_after = manifest.render_intro_table(published).count(" | ready |")
-    assert ready_after == len(unpublished.ready()) + 1
+    assert ready_after == (0 if all_ready else len(unpublished.ready()) + 1)
 
 
 def test_the_first_chapter_of_a_part_opens_the_part():

@@ -182,14 +182,18 @@ def render_toc(manifest: Manifest) -> str:
 
 
 def render_intro_table(manifest: Manifest) -> str:
-    """The intro's chapter table: every chapter, a link for the ready ones."""
-    rows = [
-        "| # | Chapter | What you build and learn | Status |",
-        "|---|---------|--------------------------|--------|",
-    ]
+    """The intro's chapter table: every chapter, a link for the ready ones. The Status column
+    is there only while some chapter is still to come: a column of "ready" tells nothing."""
+    with_status = not all(c.ready for c in manifest.chapters)
+    header = "| # | Chapter | What you build and learn |"
+    rule = "|---|---------|--------------------------|"
+    if with_status:
+        header, rule = header + " Status |", rule + "--------|"
+    rows = [header, rule]
     for c in manifest.chapters:
         title = f"[{c.title}]({c.page}.md)" if c.ready else c.title
-        rows.append(f"| {c.number} | {title} | {c.summary} | {c.status} |")
+        status = f" {c.status} |" if with_status else ""
+        rows.append(f"| {c.number} | {title} | {c.summary} |{status}")
     return "\n".join([BEGIN_TABLE, "", *rows, "", END_TABLE])
 
 
