@@ -312,6 +312,25 @@ def _(model, x, y, batch_size=4096):
     return float(np.exp(total / len(x)))
 
 
+@bug(
+    "evaluate_perplexity",
+    "graph_kept",
+    "no torch.no_grad() (and no backward): every batch's autograd graph is built and kept",
+)
+def _(model, x, y, batch_size=4096):
+    _sizes(x, y)
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    for i in range(0, len(x), batch_size):
+        loss = F.cross_entropy(
+            model(x[i : i + batch_size])[0], y[i : i + batch_size], reduction="sum"
+        )
+        total += loss.item()
+    model.train(was_training)
+    return float(np.exp(total / len(x)))
+
+
 # ------------------------ special tokens, the caller's data, autograd, stale gradients (issue 18)
 
 
