@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import reprlib
+import sys
 import sysconfig
 import traceback
 import warnings
@@ -64,8 +65,21 @@ _short.maxstring = 40
 _short.maxother = 60
 
 
+def _torch_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor, without importing torch where nothing else has."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def show(value: Any) -> str:
-    """A short, readable repr: arrays and long lists are abbreviated."""
+    """A short, readable repr: arrays, tensors and long lists are abbreviated. A large array or
+    tensor is shown by its shape and dtype, what a message about it most needs."""
+    if _torch_tensor(value):
+        floating = value.dtype.is_floating_point
+        if not value.is_complex() and value.numel() <= (8 if floating else 36):
+            values = value.detach().cpu()
+            return f"tensor({show((values.double() if floating else values).numpy())})"
+        return f"<tensor of shape {tuple(value.shape)}, {value.dtype}>"
     if isinstance(value, np.ndarray):
         if value.size <= 36:
             text = np.array2string(value, separator=", ", precision=6, max_line_width=10_000)
@@ -78,7 +92,9 @@ def show(value: Any) -> str:
         return repr(value.item())
     if isinstance(value, np.random.Generator):
         return "<numpy Generator>"
-    if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
+    if isinstance(value, (list, tuple)) and any(
+        isinstance(v, np.ndarray) or _torch_tensor(v) for v in value
+    ):
         items = [show(v) for v in value[: _short.maxlist]]
         items += ["..."] if len(value) > _short.maxlist else []
         return f"[{', '.join(items)}]" if isinstance(value, list) else f"({', '.join(items)})"

@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 
 from mini_llm.checks import (
     CheckFailed,
@@ -37,6 +38,26 @@ def test_describe_call_writes_the_call_on_one_line():
     # arrays inside a list are shown like arrays: on one line, long ones abbreviated
     assert show([np.eye(2), np.zeros((10, 10))]) == (
         "[[[1., 0.], [0., 1.]], <array of shape (10, 10), dtype float64>]"
+    )
+
+
+def test_tensors_are_shown_by_their_shape_or_their_few_values():
+    """A crash message names the call; for a tensor what helps is its shape, not a truncated
+    repr of its first numbers."""
+    assert show(torch.zeros(4, 8)) == "<tensor of shape (4, 8), torch.float32>"
+    assert show(torch.tensor([[1, 2], [3, 4]])) == "tensor([[1, 2], [3, 4]])"  # ids in full
+    assert show(torch.tensor([0.5, 2.0], requires_grad=True)) == "tensor([0.5, 2.])"
+    assert show([torch.ones(2), torch.ones(2, 30, dtype=torch.float64)]) == (
+        "[tensor([1., 1.]), <tensor of shape (2, 30), torch.float64>]"
+    )
+
+    def product(x, w):
+        return x @ w
+
+    message = _message(run, product, torch.ones(4, 8), torch.ones(3, 3))
+    assert message.startswith(
+        "product(<tensor of shape (4, 8), torch.float32>, "
+        "<tensor of shape (3, 3), torch.float32>) raised an error."
     )
 
 
