@@ -82,9 +82,32 @@ def show(value: Any) -> str:
         items = [show(v) for v in value[: _short.maxlist]]
         items += ["..."] if len(value) > _short.maxlist else []
         return f"[{', '.join(items)}]" if isinstance(value, list) else f"({', '.join(items)})"
+    if _is_tensor(value):
+        return _show_tensor(value)
     if callable(value) and hasattr(value, "__name__"):
         return value.__name__
     return _short.repr(value)
+
+
+def _is_tensor(value: Any) -> bool:
+    """A torch tensor, recognised without importing torch (this module needs only NumPy)."""
+    return type(value).__module__.startswith("torch") and hasattr(value, "detach")
+
+
+def _show_tensor(value: Any) -> str:
+    """A tensor as ``show`` writes an array, on one line: ``tensor([[5, 6], [7, 2]])``, or
+    its shape and dtype when it is large or empty (torch's own repr spans several lines and reprlib
+    cuts it in the middle of a row)."""
+    try:
+        array = value.detach().cpu()
+        if array.is_floating_point() and array.element_size() < 4:
+            array = array.float()  # NumPy has no bfloat16
+        array = array.numpy()
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        return _short.repr(value)  # sparse, meta or otherwise unconvertible tensors
+    if 0 < array.size <= 36:
+        return f"tensor({show(array)})"
+    return f"<tensor of shape {tuple(array.shape)}, dtype {value.dtype}>"
 
 
 def describe_call(fn: Callable | str, *args: Any, **kwargs: Any) -> str:

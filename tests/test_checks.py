@@ -40,6 +40,21 @@ def test_describe_call_writes_the_call_on_one_line():
     )
 
 
+def test_describe_call_writes_a_tensor_on_one_line_like_an_array():
+    """torch's repr spans several lines, and reprlib cut it in the middle of a row."""
+    import torch
+
+    target = torch.tensor([[5, 6, 2, 0], [7, 2, 0, 0], [5, 5, 9, 2]])
+    assert describe_call("exact_match", target, target, 2) == (
+        "exact_match(tensor([[5, 6, 2, 0], [7, 2, 0, 0], [5, 5, 9, 2]]), "
+        "tensor([[5, 6, 2, 0], [7, 2, 0, 0], [5, 5, 9, 2]]), 2)"
+    )
+    assert show(torch.tensor([[0.5, -1.0]], requires_grad=True)) == "tensor([[ 0.5, -1.]])"
+    assert show(torch.ones(2, dtype=torch.bfloat16)) == "tensor([1., 1.])"
+    assert show(torch.zeros(10, 10)) == "<tensor of shape (10, 10), dtype torch.float32>"
+    assert show(torch.zeros(2, 0, 6)) == "<tensor of shape (2, 0, 6), dtype torch.float32>"
+
+
 def test_expect_equal_passes_on_equal_values():
     expect_equal(np.array([[0, 1], [1, 0]]), [[0, 1], [1, 0]], "f()", hint="h")
     expect_equal(np.int64(3), 3, "f()")
