@@ -65,21 +65,33 @@ _short.maxstring = 40
 _short.maxother = 60
 
 
-def _torch_tensor(value: Any) -> bool:
-    """Whether ``value`` is a torch tensor, without importing torch where nothing else has."""
+def _is_tensor(value: Any) -> bool:
+    """A torch tensor, recognised without importing torch (this module needs only NumPy)."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(value, torch.Tensor)
 
 
+def _show_tensor(value: Any) -> str:
+    """A tensor as ``show`` writes an array, on one line: ``tensor([[5, 6], [7, 2]])`` for a few
+    values (up to 8 floats, 36 integers), else its shape and dtype, which is what a message
+    about a large tensor most needs (torch's own repr spans several lines, and reprlib cut it
+    in the middle of a row)."""
+    try:
+        values = value.detach().cpu()
+        if values.is_floating_point():
+            values = values.double()  # NumPy has no bfloat16
+        array = values.numpy()
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        return _short.repr(value)  # sparse, meta or otherwise unconvertible tensors
+    if 0 < array.size <= (8 if value.is_floating_point() else 36):
+        return f"tensor({show(array)})"
+    return f"<tensor of shape {tuple(array.shape)}, dtype {value.dtype}>"
+
+
 def show(value: Any) -> str:
-    """A short, readable repr: arrays, tensors and long lists are abbreviated. A large array or
-    tensor is shown by its shape and dtype, what a message about it most needs."""
-    if _torch_tensor(value):
-        floating = value.dtype.is_floating_point
-        if not value.is_complex() and value.numel() <= (8 if floating else 36):
-            values = value.detach().cpu()
-            return f"tensor({show((values.double() if floating else values).numpy())})"
-        return f"<tensor of shape {tuple(value.shape)}, {value.dtype}>"
+    """A short, readable repr: arrays, tensors and long lists are abbreviated."""
+    if _is_tensor(value):
+        return _show_tensor(value)
     if isinstance(value, np.ndarray):
         if value.size <= 36:
             text = np.array2string(value, separator=", ", precision=6, max_line_width=10_000)
@@ -93,7 +105,7 @@ def show(value: Any) -> str:
     if isinstance(value, np.random.Generator):
         return "<numpy Generator>"
     if isinstance(value, (list, tuple)) and any(
-        isinstance(v, np.ndarray) or _torch_tensor(v) for v in value
+        isinstance(v, np.ndarray) or _is_tensor(v) for v in value
     ):
         items = [show(v) for v in value[: _short.maxlist]]
         items += ["..."] if len(value) > _short.maxlist else []

@@ -41,14 +41,20 @@ def test_describe_call_writes_the_call_on_one_line():
     )
 
 
-def test_tensors_are_shown_by_their_shape_or_their_few_values():
-    """A crash message names the call; for a tensor what helps is its shape, not a truncated
-    repr of its first numbers."""
-    assert show(torch.zeros(4, 8)) == "<tensor of shape (4, 8), torch.float32>"
-    assert show(torch.tensor([[1, 2], [3, 4]])) == "tensor([[1, 2], [3, 4]])"  # ids in full
-    assert show(torch.tensor([0.5, 2.0], requires_grad=True)) == "tensor([0.5, 2.])"
+def test_tensors_are_shown_on_one_line_by_their_few_values_or_their_shape():
+    """torch's repr spans several lines, and reprlib cut it in the middle of a row; for a large
+    tensor what a crash message needs is its shape, not its first numbers."""
+    target = torch.tensor([[5, 6, 2, 0], [7, 2, 0, 0], [5, 5, 9, 2]])  # ids: up to 36 in full
+    assert describe_call("exact_match", target, target, 2) == (
+        "exact_match(tensor([[5, 6, 2, 0], [7, 2, 0, 0], [5, 5, 9, 2]]), "
+        "tensor([[5, 6, 2, 0], [7, 2, 0, 0], [5, 5, 9, 2]]), 2)"
+    )
+    assert show(torch.tensor([[0.5, -1.0]], requires_grad=True)) == "tensor([[ 0.5, -1.]])"
+    assert show(torch.ones(2, dtype=torch.bfloat16)) == "tensor([1., 1.])"
+    assert show(torch.zeros(4, 8)) == "<tensor of shape (4, 8), dtype torch.float32>"
+    assert show(torch.zeros(2, 0, 6)) == "<tensor of shape (2, 0, 6), dtype torch.float32>"
     assert show([torch.ones(2), torch.ones(2, 30, dtype=torch.float64)]) == (
-        "[tensor([1., 1.]), <tensor of shape (2, 30), torch.float64>]"
+        "[tensor([1., 1.]), <tensor of shape (2, 30), dtype torch.float64>]"
     )
 
     def product(x, w):
@@ -56,8 +62,8 @@ def test_tensors_are_shown_by_their_shape_or_their_few_values():
 
     message = _message(run, product, torch.ones(4, 8), torch.ones(3, 3))
     assert message.startswith(
-        "product(<tensor of shape (4, 8), torch.float32>, "
-        "<tensor of shape (3, 3), torch.float32>) raised an error."
+        "product(<tensor of shape (4, 8), dtype torch.float32>, "
+        "<tensor of shape (3, 3), dtype torch.float32>) raised an error."
     )
 
 

@@ -82,6 +82,21 @@ def _(step, max_lr, min_lr, warmup_iters, decay_iters):
     return _cosine(step, max_lr, min_lr, warmup_iters, decay_iters)
 
 
+@bug(
+    "learning_rate_at",
+    "step_check_only",
+    "checks the step but not warmup_iters: a negative warm-up gets a rate, not an error",
+)
+def _(step, max_lr, min_lr, warmup_iters, decay_iters):
+    if step < 0:
+        raise ValueError("negative step")
+    if step < warmup_iters:
+        return max_lr * (step + 1) / warmup_iters
+    if step >= decay_iters:
+        return min_lr
+    return _cosine(step, max_lr, min_lr, warmup_iters, decay_iters)
+
+
 # ------------------------------------------------------------------------------- flops_per_token
 
 
@@ -111,6 +126,17 @@ def _(n_params, n_layer, block_size, n_embd):
     return 6 * n_params + 12 * n_layer * block_size * n_embd
 
 
+@bug(
+    "flops_per_token",
+    "layers_check_only",
+    "checks n_layer only: a negative n_params, block_size or n_embd gets a count",
+)
+def _(n_params, n_layer, block_size, n_embd):
+    if n_layer < 0:
+        raise ValueError("negative n_layer")
+    return 6 * n_params + 12 * n_layer * block_size * n_embd
+
+
 # ------------------------------------------------------------------------------------------- mfu
 
 
@@ -131,6 +157,17 @@ def _(tokens_per_second, flops_per_token, peak_flops):
     if peak_flops <= 0 or tokens_per_second < 0 or flops_per_token < 0:
         raise ValueError("bad input")
     return tokens_per_second * flops_per_token / (peak_flops * 1e12)
+
+
+@bug(
+    "mfu",
+    "flops_unchecked",
+    "checks the peak and the throughput but not flops_per_token: a negative count gets an MFU",
+)
+def _(tokens_per_second, flops_per_token, peak_flops):
+    if peak_flops <= 0 or tokens_per_second < 0:
+        raise ValueError("bad input")
+    return tokens_per_second * flops_per_token / peak_flops
 
 
 # --------------------------------------------------------------------------------- fit_power_law
