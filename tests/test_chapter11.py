@@ -164,15 +164,16 @@ def test_comparison_table_in_bits_per_character(page, glued):
 
 
 def test_the_rnn_of_the_comparison_is_chapter_5s(built_book, page, glued):
-    """The prose's "RNN of chapter 5 (embedding ..., ... hidden units)": the shape this
-    page trains is the one chapter 5's page glued for its character RNN, and the prose
-    shows it."""
+    """The prose's "RNN of chapter 5 (embedding ..., ... hidden units)" and its learning rate
+    "(chapter 5's)": the shape and rate this page trains with are the ones chapter 5's page
+    glued for its character RNN, and the prose shows the shape."""
     records = json.loads(
         (built_book.parent / "jupyter_execute" / "ch05_rnn.glue.json").read_text(encoding="utf-8")
     )
     chapter_5 = {name: ast.literal_eval(r["data"]["text/plain"]) for name, r in records.items()}
     assert glued["ch11_rnn_embedding"] == chapter_5["ch05_embedding_dim"]
     assert glued["ch11_rnn_hidden"] == chapter_5["ch05_hidden_dim"]
+    assert glued["ch11_rnn_lr"] == chapter_5["ch05_learning_rate"]  # "(chapter 5's)"
     flat = " ".join(page[1].split())
     assert (
         f"The RNN of chapter 5 (embedding {chapter_5['ch05_embedding_dim']}, "
