@@ -99,12 +99,19 @@ def _percent(cell: str) -> list[float]:
     return [float(v) / 100 for v in found.groups()]
 
 
-def test_transformer_against_gru(page, glued):
+def test_transformer_against_gru(built_book, page, glued):
     assert shown(page, glued, "ch09_overlap") == 0  # disjoint by construction, and counted
     trained = shown(page, glued, "ch09_trained_numbers", ",")
-    # chapter 7's budget: 400 steps of 64 pairs (book/ch07_attention.md)
+    # "chapter 7's budget": the steps and pairs per step that chapter 7's page glued
+    records = json.loads(
+        (built_book.parent / "jupyter_execute" / "ch07_attention.glue.json").read_text(
+            encoding="utf-8"
+        )
+    )
+    chapter_7 = {name: ast.literal_eval(r["data"]["text/plain"]) for name, r in records.items()}
     steps, batch = shown(page, glued, "ch09_steps"), shown(page, glued, "ch09_batch")
-    assert (steps, batch) == (400, 64)
+    assert steps == int(str(chapter_7["ch07_steps"]).replace(",", ""))
+    assert batch == int(chapter_7["ch07_batch"])
     # the page's training streams and test set, drawn again: disjoint, and counted right
     streams = set()
     for seed in (0, 1, 2):

@@ -163,6 +163,24 @@ def test_comparison_table_in_bits_per_character(page, glued):
     assert "means of three seeds" in summary
 
 
+def test_the_rnn_of_the_comparison_is_chapter_5s(built_book, page, glued):
+    """The prose's "RNN of chapter 5 (embedding ..., ... hidden units)" and its learning rate
+    "(chapter 5's)": the shape and rate this page trains with are the ones chapter 5's page
+    glued for its character RNN, and the prose shows the shape."""
+    records = json.loads(
+        (built_book.parent / "jupyter_execute" / "ch05_rnn.glue.json").read_text(encoding="utf-8")
+    )
+    chapter_5 = {name: ast.literal_eval(r["data"]["text/plain"]) for name, r in records.items()}
+    assert glued["ch11_rnn_embedding"] == chapter_5["ch05_embedding_dim"]
+    assert glued["ch11_rnn_hidden"] == chapter_5["ch05_hidden_dim"]
+    assert glued["ch11_rnn_lr"] == chapter_5["ch05_learning_rate"]  # "(chapter 5's)"
+    flat = " ".join(page[1].split())
+    assert (
+        f"The RNN of chapter 5 (embedding {chapter_5['ch05_embedding_dim']}, "
+        f"{chapter_5['ch05_hidden_dim']} hidden units)"
+    ) in flat
+
+
 def test_sampling_controls(page, glued):
     rows = table(page, "setting")
     measured = {row[0]: (float(row[1]), _bits(row[2])) for row in rows[1:]}

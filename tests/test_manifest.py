@@ -35,6 +35,19 @@ def test_every_chapter_page_assignment_and_bug_file_is_in_the_manifest():
     assert bug_files == {c.bugs for c in ready if c.bugs}
 
 
+def test_every_page_is_headed_by_its_manifest_title():
+    """The page's own title (its first heading, what the navigation and the browser tab show)
+    is the title the intro's table gives the chapter."""
+    for chapter in MANIFEST.ready():
+        text = (BOOK_DIR / f"{chapter.page}.md").read_text(encoding="utf-8")
+        heading = re.search(r"^# (.+)$", text.split("\n---\n", 1)[-1], re.MULTILINE)
+        assert heading, f"book/{chapter.page}.md has no '# ' title"
+        assert heading.group(1).strip() == chapter.title, (
+            f"book/{chapter.page}.md is titled {heading.group(1).strip()!r}, "
+            f"book/chapters.yml {chapter.title!r}"
+        )
+
+
 def test_parts_in_order_and_the_course_part_last():
     toc = yaml.safe_load((BOOK_DIR / "_toc.yml").read_text(encoding="utf-8"))
     captions = [part["caption"] for part in toc["parts"]]
