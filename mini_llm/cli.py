@@ -221,17 +221,46 @@ def resume_command(args, out: Path) -> str:
 def refuse_to_overwrite(args, out: Path) -> None:
     """A new run must not replace another run's files unless ``--overwrite`` says so."""
     found = [name for name in RUN_FILES if (out / name).exists()]
-    if not found:
-        return
-    if not args.overwrite:
+    if found and not args.overwrite:
         raise ValueError(
             f"{out} already holds a run ({', '.join(found)}); continue it with "
             f"`{resume_command(args, out)}`, start over there with --overwrite, or train into "
             "another folder with --out"
         )
+
+
+def remove_earlier_run(out: Path) -> None:
+    """``--overwrite``: the earlier run's files go, only once everything else has been checked
+    (settings, data, model), so that a mistake in the command does not cost the old run."""
     if int(os.environ.get("RANK", "0")) == 0:
-        for name in found:
+        for name in RUN_FILES:
             (out / name).unlink(missing_ok=True)
+
+
+# What `mini-llm train` writes into a checkpoint and needs to continue it.
+RESUMABLE_KEYS = ("model_config", "train_config", "optimizer", "step", "ranks", "history")
+
+
+def check_resumable(checkpoint: dict, path: Path) -> None:
+    """A checkpoint from elsewhere (``mini_llm.train.train`` called from Python, another
+    program) lacks what a resumed run needs; say so instead of failing on a missing key."""
+    missing = [key for key in RESUMABLE_KEYS if key not in checkpoint]
+    if missing:
+        raise CheckpointError(
+            f"{path} was not written by mini-llm train (it has no {', '.join(missing)}), so "
+            "this command cannot continue it; start a new run with another --out"
+        )
+
+
+def check_data_settings(data: dict) -> None:
+    """``batch_size`` and ``val_fraction``, before any data is prepared or read."""
+    if data["batch_size"] < 1:
+        raise ValueError(f"batch_size must be at least 1, got {data['batch_size']}")
+    if not 0 < data["val_fraction"] < 1:
+        raise ValueError(
+            f"val_fraction must be between 0 and 1 (the share kept for validation), "
+            f"got {data['val_fraction']}"
+        )
 
 
 def continued_run(args, checkpoint: dict) -> configs.RunConfig:
@@ -297,6 +326,11 @@ def prepared_data(args, run: configs.RunConfig, checkpoint: dict | None) -> tupl
                     f"`mini-llm prepare --corpus {run.data['corpus']} "
                     f"--val-fraction {run.data['val_fraction']}` first"
                 )
+            if run.data["corpus"] not in CORPORA:
+                raise CorpusError(
+                    f"unknown corpus {run.data['corpus']!r}; choose one of: "
+                    f"{', '.join(sorted(CORPORA))}"
+                )
             print(f"preparing {run.data['corpus']} into {data_dir} (once)")
             prepare(
                 load_text(run.data["corpus"]),
@@ -337,17 +371,19 @@ def check_model_shape(model: GPT, checkpoint: dict, args) -> None:
 def run_train(args) -> None:
     if args.new_schedule and not args.resume:
         raise ValueError("--new-schedule only applies with --resume")
+    threads, why = chosen_threads(args)
     args.out = args.out or Path("runs") / (args.config or DEFAULT_CONFIG)
     learner_cli.use_learner(args)
     checkpoint = load_checkpoint(args.out / "ckpt.pt") if args.resume else None
     if checkpoint is not None:
+        check_resumable(checkpoint, args.out / "ckpt.pt")
         run = continued_run(args, checkpoint)
     else:
         overrides = learner_cli.learner_overrides(args, args.overrides)
         run = configs.resolve(args.config or DEFAULT_CONFIG, overrides)
         refuse_to_overwrite(args, args.out)
+    check_data_settings(run.data)
     data_dir, meta = prepared_data(args, run, checkpoint)
-    threads, why = chosen_threads(args)
     train_config = replace(
         run.train,
         out_dir=str(args.out),
@@ -357,10 +393,6 @@ def run_train(args) -> None:
         threads=threads,
     )
     model_config = GPTConfig(vocab_size=meta["vocab_size"], **run.model)
-    torch.manual_seed(train_config.seed)
-    model = GPT(model_config)
-    if checkpoint is not None:
-        check_model_shape(model, checkpoint, args)
     rank = int(os.environ.get("RANK", "0"))  # under torchrun each process draws its own batches
     seed = train_config.seed + 1000 * rank
     batch = {"block_size": model_config.block_size, "batch_size": run.data["batch_size"]}
@@ -372,7 +404,13 @@ def run_train(args) -> None:
             **batch,
         )
         for i, split in enumerate(SPLITS)
-    )
+    )  # before the model: a block_size longer than the data is named, not allocated
+    torch.manual_seed(train_config.seed)
+    model = GPT(model_config)
+    if checkpoint is not None:
+        check_model_shape(model, checkpoint, args)
+    if args.overwrite:
+        remove_earlier_run(args.out)
     if rank == 0:
         print(
             f"{run.name}: {model.num_parameters():,} parameters, training on "
@@ -455,6 +493,8 @@ def load_model(checkpoint: Path, device: torch.device):
 def run_sample(args) -> None:
     device = pick_device(args.device)
     threads, why = chosen_threads(args)
+    if args.num_samples < 1:
+        raise ValueError(f"--num-samples must be at least 1, got {args.num_samples}")
     torch.set_num_threads(threads)
     learner_cli.use_learner(args, report=sys.stderr)  # stdout is the text alone
     model, tokenizer = load_model(args.checkpoint, device)
@@ -492,6 +532,12 @@ def run_bench(args) -> None:
     from mini_llm.bench import generation_tokens_per_s, train_step_times
 
     run = configs.resolve(args.config, args.overrides)
+    if args.steps < 1 or args.new_tokens < 1:
+        raise ValueError(
+            f"--steps and --new-tokens must be at least 1 (something to time), got "
+            f"--steps {args.steps} --new-tokens {args.new_tokens}"
+        )
+    check_data_settings(run.data)
     device = pick_device(args.device)
     threads, why = chosen_threads(args)
     torch.set_num_threads(threads)

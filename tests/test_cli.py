@@ -225,6 +225,66 @@ def test_train_refuses_to_overwrite_a_run_unless_told(trained_run, capsys, monke
     assert "--new-schedule only applies with --resume" in capsys.readouterr().err
 
 
+def test_overwrite_keeps_the_earlier_run_when_the_command_is_refused(
+    trained_run, capsys, monkeypatch
+):
+    """--overwrite deletes the earlier run only once the new one can start: a typo in the
+    command must not cost it."""
+    monkeypatch.chdir(trained_run)
+    shutil.copytree(trained_run / "run", trained_run / "kept")
+    before = {p.name: p.read_bytes() for p in (trained_run / "kept").iterdir()}
+    command = ["train", "--data", "data", "--out", "kept", "--device", "cpu", "--overwrite"]
+    refused = {
+        ("--threads", "0", *TINY): "--threads must be at least 1, got 0",
+        (*TINY, "batch_size=0"): "batch_size must be at least 1, got 0",
+        (*TINY, "val_fraction=1"): "val_fraction must be between 0 and 1",
+        (*TINY, "corpus=words"): "holds the corpus 'shakespeare', not 'words'",
+        (*TINY, "block_size=600000"): "too few for windows of block_size=600000",
+    }
+    for extra, message in refused.items():
+        assert main([*command, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert message in err and len(err.splitlines()) == 1, err
+        after = {p.name: p.read_bytes() for p in (trained_run / "kept").iterdir()}
+        assert after == before, extra
+
+
+def test_data_settings_are_checked_before_anything_is_prepared(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    refused = {
+        "batch_size=0": "batch_size must be at least 1, got 0",
+        "batch_size=-2": "batch_size must be at least 1, got -2",
+        "val_fraction=0": "val_fraction must be between 0 and 1",
+        "corpus=nope": "unknown corpus 'nope'; choose one of: names, shakespeare, words",
+    }
+    for override, message in refused.items():
+        assert main(["train", "--device", "cpu", override, *TINY[:3]]) == 2, override
+        captured = capsys.readouterr()
+        assert message in captured.err and "preparing" not in captured.out, override
+        assert not (tmp_path / "data").exists() and not (tmp_path / "runs").exists()
+
+
+def test_resuming_a_checkpoint_not_written_by_train_says_so(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    model = torch.nn.Linear(2, 2)
+    torch.save({"model": model.state_dict(), "step": 3}, tmp_path / "run" / "ckpt.pt")
+    assert main(["train", "--out", str(tmp_path / "run"), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "was not written by mini-llm train (it has no model_config, train_config" in err
+    assert "another --out" in err and len(err.splitlines()) == 1
+
+
+def test_sample_and_bench_refuse_counts_of_zero(trained_run, capsys):
+    checkpoint = str(trained_run / "run" / "ckpt.pt")
+    assert main(["sample", "--checkpoint", checkpoint, "--num-samples", "0"]) == 2
+    assert "--num-samples must be at least 1, got 0" in capsys.readouterr().err
+    for flag in ("--steps", "--new-tokens"):
+        assert main(["bench", "--device", "cpu", flag, "0", *TINY[:5]]) == 2, flag
+        assert f"{flag} 0" in capsys.readouterr().err
+    assert main(["bench", "--device", "cpu", *TINY[:4], "batch_size=0"]) == 2
+    assert "batch_size must be at least 1, got 0" in capsys.readouterr().err
+
+
 class InterruptedBatches(RandomBatches):
     """Training batches that press Ctrl-C when the 15th is drawn."""
 
