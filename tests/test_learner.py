@@ -160,6 +160,20 @@ def test_a_released_exercise_set_is_all_missing_and_the_package_stays_the_refere
         assert set(swapped.parts.values()) == {"missing"}
 
 
+def test_checking_an_unsolved_set_says_nothing_was_compared(tmp_path):
+    """An export of the untouched release has nothing to compare: check must not claim that
+    everything agrees with the reference."""
+    export(EXERCISES, tmp_path / "package")
+    checked = cli("learner", "check", str(tmp_path / "package"), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert "agree" not in checked.stdout
+    assert checked.stdout.splitlines()[-1].startswith("nothing compared: no part is written")
+    not_a_package = cli("learner", "check", str(EXERCISES), cwd=tmp_path)
+    assert not_a_package.returncode == 2
+    assert "learner export exercises --out DIR" in not_a_package.stderr
+    assert "into it again" not in not_a_package.stderr  # export refuses such a folder
+
+
 def test_a_partly_solved_set_uses_the_solved_parts_and_lists_the_rest(tmp_path, capsys):
     root = copy_course(tmp_path / "notebooks", ["ch08_self_attention"])
     copy_course(root, ["ch09_transformer"], source=EXERCISES)  # chapter 9 not started

@@ -102,7 +102,13 @@ def run(args) -> None:
     _print_table(report, compare=True)
     deviating = [e for e in report if e.get("comparison", {}).get("deviates")]
     if not deviating:
-        compared = sum(1 for e in report if "comparison" in e)
+        compared = sum(1 for e in report if e.get("comparison", {}).get("calls"))
+        if not compared:
+            print(
+                "nothing compared: no part is written yet (or none was called); solve a "
+                "part in its notebook, then export and check again"
+            )
+            return
         print(f"all {compared} compared parts agree with the reference")
         return
     first = deviating[0]
