@@ -38,7 +38,14 @@ from mini_llm.train import (
     use_tf32_products,
 )
 
-USER_ERRORS = (ValueError, FileNotFoundError, CheckpointError, CorpusError, TrainingDivergedError)
+# OSError: a folder that cannot be made or written, a full disk, a missing file.
+USER_ERRORS = (ValueError, OSError, CheckpointError, CorpusError, TrainingDivergedError)
+
+
+def check_out_folder(out: Path) -> None:
+    """``--out`` names a folder, made where missing; a file there is a mistake, not a folder."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder; give a folder for the output")
 
 
 def default_data_dir(
@@ -139,12 +146,14 @@ def run_prepare(args) -> None:
         args.vocab_size = args.vocab_size or DEFAULT_BPE_VOCAB
         if not 256 < args.vocab_size <= 2**16:
             raise ValueError(f"--vocab-size must be in 257…65536, got {args.vocab_size}")
-        start = time.perf_counter()
-        tokenizer = BPETokenizer.train(training_text(text, args.val_fraction), args.vocab_size)
-        print(f"learned {len(tokenizer.merges):,} merges in {time.perf_counter() - start:.1f} s")
     out = args.out or default_data_dir(
         args.corpus, args.val_fraction, args.tokenizer, args.vocab_size
     )
+    check_out_folder(out)
+    if args.tokenizer == "bpe":
+        start = time.perf_counter()
+        tokenizer = BPETokenizer.train(training_text(text, args.val_fraction), args.vocab_size)
+        print(f"learned {len(tokenizer.merges):,} merges in {time.perf_counter() - start:.1f} s")
     meta = prepare(text, out, args.val_fraction, tokenizer, corpus=args.corpus)
     characters = meta["train_characters"] + meta["val_characters"]
     tokens = meta["train_tokens"] + meta["val_tokens"]
@@ -373,6 +382,7 @@ def run_train(args) -> None:
         raise ValueError("--new-schedule only applies with --resume")
     threads, why = chosen_threads(args)
     args.out = args.out or Path("runs") / (args.config or DEFAULT_CONFIG)
+    check_out_folder(args.out)
     learner_cli.use_learner(args)
     checkpoint = load_checkpoint(args.out / "ckpt.pt") if args.resume else None
     if checkpoint is not None:
@@ -598,10 +608,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with ``key=value`` overrides anywhere among the flags.
+
+    argparse gives a positional that takes any number of words only the first run of them:
+    in ``train max_iters=100 --device cpu eval_iters=1`` it would refuse ``eval_iters=1``. The
+    later ones are added here, in order, so the last value of a key still wins."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if hasattr(args, "overrides"):
+        args.overrides += [word for word in extra if _is_override(word)]
+        extra = [word for word in extra if not _is_override(word)]
+    if extra:
+        (subcommands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        subcommands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _is_override(word: str) -> bool:
+    return not word.startswith("-") and "=" in word
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(argv)
     try:
         COMMANDS[args.command].run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:  # `mini-llm sample | head`: the reader has taken all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # for the exit's flush
+        return 141  # as a shell reports a command ended by SIGPIPE
     except USER_ERRORS as err:
         print(f"mini-llm {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -285,6 +285,49 @@ def test_sample_and_bench_refuse_counts_of_zero(trained_run, capsys):
     assert "batch_size must be at least 1, got 0" in capsys.readouterr().err
 
 
+def test_overrides_may_come_between_the_flags(trained_run, capsys, monkeypatch):
+    """argparse alone takes only the first run of key=value words: `max_iters=3 --out x
+    n_layer=1` refused n_layer=1 with the top-level usage."""
+    monkeypatch.chdir(trained_run)
+    command = ["train", "max_iters=5", "--data", "data", TINY[0], "--out", "mixed"]
+    assert main([*command, "--device", "cpu", *TINY[1:], "max_iters=3"]) == 0
+    saved = load_checkpoint(trained_run / "mixed" / "ckpt.pt")
+    assert saved["step"] == 3 and saved["model_config"]["n_layer"] == 1  # the last value wins
+    with pytest.raises(SystemExit):
+        main(["train", "max_iters=3", "--out", "x", "n_layer=1", "--bogus"])
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == "mini-llm train: error: unrecognized arguments: --bogus"
+
+
+def test_an_out_that_is_a_file_or_cannot_be_made_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    for command in (["train", *TINY], ["prepare", "--corpus", "names"]):
+        assert main([*command, "--out", "notes.txt"]) == 2, command
+        err = capsys.readouterr().err
+        assert "--out notes.txt is a file, not a folder" in err and len(err.splitlines()) == 1
+        assert main([*command, "--out", "notes.txt/run"]) == 2, command
+        err = capsys.readouterr().err
+        assert "Not a directory" in err and len(err.splitlines()) == 1, err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_sample_into_a_pipe_that_closes_early_is_quiet(trained_run):
+    """`mini-llm sample ... | head -1` must not end in a BrokenPipeError traceback."""
+    sampling = subprocess.Popen(
+        [sys.executable, "-m", "mini_llm.cli", "sample", "--checkpoint", "run/ckpt.pt"]
+        + ["--device", "cpu", "--max-new-tokens", "200", "--num-samples", "100"],
+        cwd=trained_run,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert sampling.stdout.readline()  # what `head -1` reads, then it closes the pipe
+    sampling.stdout.close()
+    assert sampling.wait(timeout=300) == 141
+    err = sampling.stderr.read().decode()
+    assert "Traceback" not in err and "Error" not in err, err
+
+
 class InterruptedBatches(RandomBatches):
     """Training batches that press Ctrl-C when the 15th is drawn."""
 
