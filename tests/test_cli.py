@@ -463,6 +463,8 @@ def test_missing_and_unreadable_checkpoints_say_why(trained_run, tmp_path, capsy
         assert main(["sample", "--checkpoint", str(tmp_path / "bad.pt")]) == 2
         err = capsys.readouterr().err
         assert "cannot be read: " in err and reason in err and "()" not in err
+        # a file that never was a checkpoint (a wrong path) is not to be deleted
+        assert ("Delete it" in err) == (reason != "not a file written by torch.save"), err
     assert main(["sample", "--checkpoint", str(tmp_path)]) == 2
     assert "is a folder, not a checkpoint file" in capsys.readouterr().err
 
