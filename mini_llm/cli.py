@@ -37,6 +37,9 @@ from mini_llm.train import (
     train,
     use_tf32_products,
 )
+from mini_llm.train import (
+    _first_difference as first_difference,
+)
 
 # OSError: a folder that cannot be made or written, a full disk, a missing file.
 USER_ERRORS = (ValueError, OSError, CheckpointError, CorpusError, TrainingDivergedError)
@@ -487,17 +490,41 @@ def add_sample_arguments(parser: argparse.ArgumentParser) -> None:
     learner_cli.add_learner_argument(parser)
 
 
-def load_model(checkpoint: Path, device: torch.device):
-    """The GPT and tokenizer stored in a checkpoint written by ``mini-llm train``."""
+def load_model(checkpoint: Path, device: torch.device, learner: bool = False):
+    """The GPT and tokenizer stored in a checkpoint written by ``mini-llm train``.
+
+    With ``learner``, attention is written out (``attention=explicit``: the same weights and
+    formula as PyTorch's fused kernel), so that the learner's attention functions are called.
+    """
     state = load_checkpoint(checkpoint, map_location=device)
     if "model_config" not in state or "tokenizer" not in state:
         raise CheckpointError(
             f"{checkpoint} holds no GPT (no model_config/tokenizer); "
             "use a checkpoint written by mini-llm train"
         )
-    model = GPT(GPTConfig(**state["model_config"]))
-    model.load_state_dict(state["model"])
+    settings = {**state["model_config"], **({"attention": "explicit"} if learner else {})}
+    model = GPT(GPTConfig(**settings))
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError:
+        raise CheckpointError(
+            f"{checkpoint}: its weights do not fit its model_config "
+            f"({first_difference(state['model'], model.state_dict())}); use a checkpoint "
+            "written by mini-llm train"
+        ) from None
     return model.to(device).eval(), tokenizer_from_dict(state["tokenizer"])
+
+
+def learner_note(model: GPT) -> str | None:
+    """What of the learner's a sampled GPT cannot call: a checkpoint trained without --learner
+    has chapter 9's ReLU feed-forward network only if it was trained with activation=relu."""
+    if model.config.activation == learner_cli.LEARNER_MODEL["activation"]:
+        return None
+    return (
+        f"--learner: this checkpoint's feed-forward networks use activation="
+        f"{model.config.activation}, so your feed_forward is not called (it is, in a run "
+        "trained with --learner)"
+    )
 
 
 def run_sample(args) -> None:
@@ -506,8 +533,10 @@ def run_sample(args) -> None:
     if args.num_samples < 1:
         raise ValueError(f"--num-samples must be at least 1, got {args.num_samples}")
     torch.set_num_threads(threads)
-    learner_cli.use_learner(args, report=sys.stderr)  # stdout is the text alone
-    model, tokenizer = load_model(args.checkpoint, device)
+    swapped = learner_cli.use_learner(args, report=sys.stderr)  # stdout is the text alone
+    model, tokenizer = load_model(args.checkpoint, device, learner=swapped is not None)
+    if swapped is not None and learner_note(model):
+        print(learner_note(model), file=sys.stderr)
     print(f"threads: {threads} ({why})", file=sys.stderr)
     if not args.prompt:
         raise ValueError("the prompt is empty; give at least one character, e.g. --prompt $'\\n'")

@@ -467,6 +467,13 @@ def test_missing_and_unreadable_checkpoints_say_why(trained_run, tmp_path, capsy
         assert ("Delete it" in err) == (reason != "not a file written by torch.save"), err
     assert main(["sample", "--checkpoint", str(tmp_path)]) == 2
     assert "is a folder, not a checkpoint file" in capsys.readouterr().err
+    mismatched = load_checkpoint(trained_run / "run" / "ckpt.pt")
+    mismatched["model_config"]["n_layer"] += 1
+    torch.save(mismatched, tmp_path / "mismatched.pt")
+    assert main(["sample", "--checkpoint", str(tmp_path / "mismatched.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "its weights do not fit its model_config (blocks.1." in err and "more)" in err
+    assert len(err.splitlines()) == 1 and len(err) < 300, err
 
 
 def test_too_few_tokens_names_the_split(tmp_path, capsys, monkeypatch):

@@ -23,6 +23,7 @@ from _exercise_helpers import ASSIGNMENTS, EXERCISES, SOLUTIONS, cell_by_grade_i
 from nbformat.v4 import new_code_cell, new_notebook
 
 from mini_llm import attention, generate, gpt, train, transformer
+from mini_llm.cli import load_model
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.grading import jail, limits
 from mini_llm.learner import LearnerError, adapters, export, using
@@ -363,6 +364,30 @@ def test_sample_with_the_learners_parts(runs, solved):
     assert sampled.returncode == 0, sampled.stderr
     assert sampled.stdout.startswith("ROMEO:") and len(sampled.stdout) >= 26
     assert "are yours" in sampled.stderr and "are yours" not in sampled.stdout
+
+
+@pytest.mark.slow  # uses the three runs, and trains a fourth
+def test_sample_calls_the_learners_attention_in_a_checkpoint_trained_without_it(runs, buggy):
+    """A run trained without --learner uses PyTorch's fused attention: sample --learner must
+    still call the learner's attention (same weights, written out), and say that a GELU
+    feed-forward network cannot call the learner's feed_forward."""
+    work, _ = runs
+    plain = cli("train", "--data", "data", "--device", "cpu", "--out", "plain", *STEPS, cwd=work)
+    assert plain.returncode == 0, plain.stderr
+    checkpoint = work / "plain" / "ckpt.pt"
+    ids = torch.randint(0, 60, (2, 16), generator=torch.Generator().manual_seed(0))
+    reference, _ = load_model(checkpoint, torch.device("cpu"))
+    with using(buggy, verbose=False):
+        learners, _ = load_model(checkpoint, torch.device("cpu"), learner=True)
+        with torch.no_grad():
+            buggy_logits, _ = learners(ids)
+    with torch.no_grad():
+        assert not torch.allclose(buggy_logits, reference(ids)[0], atol=1e-3)
+        assert torch.allclose(learners(ids)[0], reference(ids)[0], atol=1e-5)  # bug gone
+    flags = ["--checkpoint", "plain/ckpt.pt", "--max-new-tokens", "5", "--device", "cpu"]
+    sampled = cli("sample", *flags, "--learner", str(buggy), cwd=work)
+    assert sampled.returncode == 0, sampled.stderr
+    assert "activation=gelu, so your feed_forward is not called" in sampled.stderr
 
 
 # --------------------------------------------------------------------------- bad input
