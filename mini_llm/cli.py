@@ -390,7 +390,11 @@ def run_train(args) -> None:
     checkpoint = load_checkpoint(args.out / "ckpt.pt") if args.resume else None
     if checkpoint is not None:
         check_resumable(checkpoint, args.out / "ckpt.pt")
+        args.overrides = learner_cli.resumed_overrides(args, args.overrides)
         run = continued_run(args, checkpoint)
+        note = learner_cli.feed_forward_note(run.model["activation"]) if args.learner else None
+        if note and int(os.environ.get("RANK", "0")) == 0:
+            print(note)
     else:
         overrides = learner_cli.learner_overrides(args, args.overrides)
         run = configs.resolve(args.config or DEFAULT_CONFIG, overrides)
@@ -515,18 +519,6 @@ def load_model(checkpoint: Path, device: torch.device, learner: bool = False):
     return model.to(device).eval(), tokenizer_from_dict(state["tokenizer"])
 
 
-def learner_note(model: GPT) -> str | None:
-    """What of the learner's a sampled GPT cannot call: a checkpoint trained without --learner
-    has chapter 9's ReLU feed-forward network only if it was trained with activation=relu."""
-    if model.config.activation == learner_cli.LEARNER_MODEL["activation"]:
-        return None
-    return (
-        f"--learner: this checkpoint's feed-forward networks use activation="
-        f"{model.config.activation}, so your feed_forward is not called (it is, in a run "
-        "trained with --learner)"
-    )
-
-
 def run_sample(args) -> None:
     device = pick_device(args.device)
     threads, why = chosen_threads(args)
@@ -535,8 +527,9 @@ def run_sample(args) -> None:
     torch.set_num_threads(threads)
     swapped = learner_cli.use_learner(args, report=sys.stderr)  # stdout is the text alone
     model, tokenizer = load_model(args.checkpoint, device, learner=swapped is not None)
-    if swapped is not None and learner_note(model):
-        print(learner_note(model), file=sys.stderr)
+    note = learner_cli.feed_forward_note(model.config.activation) if swapped else None
+    if note:
+        print(note, file=sys.stderr)
     print(f"threads: {threads} ({why})", file=sys.stderr)
     if not args.prompt:
         raise ValueError("the prompt is empty; give at least one character, e.g. --prompt $'\\n'")

@@ -23,6 +23,7 @@ from _exercise_helpers import ASSIGNMENTS, EXERCISES, SOLUTIONS, cell_by_grade_i
 from nbformat.v4 import new_code_cell, new_notebook
 
 from mini_llm import attention, generate, gpt, train, transformer
+from mini_llm.checkpoint import load_checkpoint
 from mini_llm.cli import load_model
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.grading import jail, limits
@@ -388,6 +389,14 @@ def test_sample_calls_the_learners_attention_in_a_checkpoint_trained_without_it(
     sampled = cli("sample", *flags, "--learner", str(buggy), cwd=work)
     assert sampled.returncode == 0, sampled.stderr
     assert "activation=gelu, so your feed_forward is not called" in sampled.stderr
+    resumed = cli(
+        "train", "--out", "plain", "--resume", "--new-schedule", "max_iters=7",
+        "--learner", str(buggy), cwd=work,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "changed by this command: attention fused -> explicit" in resumed.stdout
+    assert "activation=gelu, so your feed_forward is not called" in resumed.stdout
+    assert load_checkpoint(checkpoint)["model_config"]["attention"] == "explicit"
 
 
 # --------------------------------------------------------------------------- bad input

@@ -81,6 +81,27 @@ def learner_overrides(args, overrides: list[str]) -> list[str]:
     return [*overrides, *extra]
 
 
+def resumed_overrides(args, overrides: list[str]) -> list[str]:
+    """``overrides`` of a resumed run with ``attention=explicit`` added where ``--learner`` is
+    given: the same weights and formula as the fused kernel, written out so that the learner's
+    attention is called. The activation is not changed: that would be another model."""
+    chosen = {pair.partition("=")[0].strip() for pair in overrides}
+    if args.learner is None or "attention" in chosen:
+        return overrides
+    return [*overrides, f"attention={LEARNER_MODEL['attention']}"]
+
+
+def feed_forward_note(activation: str) -> str | None:
+    """A GPT whose feed-forward networks are not chapter 9's ReLU ones (a run trained without
+    --learner) cannot call the learner's feed_forward: the line that says so, or None."""
+    if activation == LEARNER_MODEL["activation"]:
+        return None
+    return (
+        f"--learner: this run's feed-forward networks use activation={activation}, so your "
+        "feed_forward is not called (it is in a run trained with --learner from the start)"
+    )
+
+
 def use_learner(args, report=sys.stdout) -> Swapped | None:
     """Swap the learner's parts in if ``--learner`` is given, saying which are whose."""
     if args.learner is None:
