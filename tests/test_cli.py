@@ -328,6 +328,20 @@ def test_sample_into_a_pipe_that_closes_early_is_quiet(trained_run):
     assert "Traceback" not in err and "Error" not in err, err
 
 
+def test_devices_the_command_cannot_train_on_are_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for device in ("tpu", "meta", "hip"):  # torch accepts the last two, then fails deep inside
+        assert main(["train", "--device", device, "--out", "nowhere", *TINY]) == 2, device
+        err = capsys.readouterr().err
+        assert f"unknown device '{device}'; use auto, cpu, cuda or mps" in err, err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert main(["sample", "--device", "cuda:3", "--checkpoint", "nowhere.pt"]) == 2
+    err = capsys.readouterr().err
+    assert "device 'cuda:3' was asked for but this machine has 1 CUDA GPU(s)" in err, err
+    assert not (tmp_path / "nowhere").exists() and not (tmp_path / "data").exists()
+
+
 class InterruptedBatches(RandomBatches):
     """Training batches that press Ctrl-C when the 15th is drawn."""
 
