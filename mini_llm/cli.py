@@ -383,6 +383,7 @@ def check_model_shape(model: GPT, checkpoint: dict, args) -> None:
 def run_train(args) -> None:
     if args.new_schedule and not args.resume:
         raise ValueError("--new-schedule only applies with --resume")
+    pick_device(args.device)  # a device that cannot be used is named before data is prepared
     threads, why = chosen_threads(args)
     args.out = args.out or Path("runs") / (args.config or DEFAULT_CONFIG)
     check_out_folder(args.out)
