@@ -157,6 +157,11 @@ def run_prepare(args) -> None:
         start = time.perf_counter()
         tokenizer = BPETokenizer.train(training_text(text, args.val_fraction), args.vocab_size)
         print(f"learned {len(tokenizer.merges):,} merges in {time.perf_counter() - start:.1f} s")
+        if tokenizer.vocab_size < args.vocab_size:
+            print(
+                f"the training text has no pair left to merge: {tokenizer.vocab_size:,} tokens, "
+                f"not the {args.vocab_size:,} asked for"
+            )
     meta = prepare(text, out, args.val_fraction, tokenizer, corpus=args.corpus)
     characters = meta["train_characters"] + meta["val_characters"]
     tokens = meta["train_tokens"] + meta["val_tokens"]

@@ -342,6 +342,17 @@ def test_devices_the_command_cannot_train_on_are_named(tmp_path, capsys, monkeyp
     assert not (tmp_path / "nowhere").exists() and not (tmp_path / "data").exists()
 
 
+def test_bpe_says_when_the_text_runs_out_of_merges(tmp_path, capsys):
+    bpe = ["prepare", "--corpus", "names", "--tokenizer", "bpe", "--out", str(tmp_path / "b")]
+    assert main([*bpe, "--vocab-size", "65536"]) == 0
+    out = capsys.readouterr().out
+    size = load_meta(tmp_path / "b")["vocab_size"]
+    assert size < 65536
+    assert f"no pair left to merge: {size:,} tokens, not the 65,536 asked for" in out
+    assert main([*bpe, "--vocab-size", "300"]) == 0
+    assert "no pair left" not in capsys.readouterr().out
+
+
 class InterruptedBatches(RandomBatches):
     """Training batches that press Ctrl-C when the 15th is drawn."""
 
