@@ -628,7 +628,8 @@ COMMANDS: dict[str, Command] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mini-llm", description=__doc__.splitlines()[0])
+    description = __doc__.splitlines()[0].replace("``", "")  # the docstring's markup
+    parser = argparse.ArgumentParser(prog="mini-llm", description=description)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="command")
     for name, command in COMMANDS.items():
         subparser = subparsers.add_parser(name, help=command.help, description=command.help)
