@@ -75,3 +75,13 @@ def test_an_unreadable_gradebook_stops_grading_before_anything_is_written(tmp_pa
     err = capsys.readouterr().err
     assert f"no gradebook at {gradebook}: nothing was graded" in err, err
     assert not gradebook.exists()
+
+
+def test_an_unknown_assignment_lists_the_courses(tmp_path, capsys):
+    course = new_course(tmp_path / "course", [ASSIGNMENT, "ch02_ngrams"])
+    assert main(["grade", "ch1_bigrams", "--course-dir", str(course), "--trusted-cohort"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "no assignment 'ch1_bigrams'" in err and "the course has ch01_bigrams, ch02_ngrams" in err
+    )
+    assert not (course / "gradebook.db").exists()

@@ -192,7 +192,11 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
     nbglue.check_gradebook(coursedir)
     source = nbglue.folder(coursedir, "source", options.assignment)
     if not source.is_dir():
-        raise nbglue.GradingError(f"no assignment {options.assignment!r}: {source} is missing")
+        known = sorted(p.name for p in source.parent.glob("*/") if p.is_dir())
+        raise nbglue.GradingError(
+            f"no assignment {options.assignment!r}: {source} is missing; "
+            + (f"the course has {', '.join(known)}" if known else "the course has none")
+        )
     notebooks = sorted(source.glob("*.ipynb"))
     if len(notebooks) != 1:
         raise nbglue.GradingError(
