@@ -27,7 +27,7 @@ from mini_llm.checkpoint import load_checkpoint
 from mini_llm.cli import load_model
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.grading import jail, limits
-from mini_llm.learner import LearnerError, adapters, export, using
+from mini_llm.learner import LearnerError, adapters, export, probe, using
 from mini_llm.learner.cli import LEARNER_MODEL
 from mini_llm.learner.registry import PARTS, parts_of
 from mini_llm.train import TrainConfig
@@ -456,6 +456,32 @@ def test_a_broken_cell_is_named_and_only_its_chapter_falls_back(tmp_path):
 
 
 # ---------------------------------------------------------------- students' code, untrusted
+def test_a_part_that_never_returns_is_named_and_the_others_still_run(tmp_path):
+    """A loop that never ends made export and check wait 10 minutes, then fail for the whole
+    package; each part now has the grader's CPU time per cell."""
+    root = copy_course(tmp_path / "notebooks", ["ch08_self_attention"])
+    endless = "    ### BEGIN SOLUTION\n    while True:\n        pass\n"
+    edit_cell(
+        root,
+        "ch08_self_attention",
+        "causal_mask_impl",
+        lambda s: _changed(lambda t: t.replace("    ### BEGIN SOLUTION\n", endless), s),
+    )
+    export(root, tmp_path / "package")
+    for compare in (False, True):
+        report = {e["part"]: e for e in probe.run(tmp_path / "package", compare, part_cpu_s=2)}
+        looping = report["ch08_self_attention.causal_mask"]
+        assert looping["tests"] == "error", looping
+        assert (
+            looping["message"] == "did not return within 2 s of CPU time (a loop that never ends?)"
+        )
+        assert report["ch08_self_attention.split_heads"]["tests"] == "pass"
+        if compare:
+            assert looping["comparison"]["deviates"] and looping["comparison"]["call"] is None
+            assert not report["ch08_self_attention.split_heads"]["comparison"]["deviates"]
+    assert probe.PART_CPU_S == 30  # the grader's default --cell-timeout
+
+
 def test_an_instructor_checks_a_students_export_in_the_graders_sandbox(tmp_path):
     secret = tmp_path / "course" / "gradebook.txt"
     secret.parent.mkdir()

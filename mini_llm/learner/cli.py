@@ -143,6 +143,8 @@ def run(args) -> None:
 
 def _how_far(comparison: dict, test_calls: int) -> str:
     number = comparison["call"]
+    if number is None:  # no call to name: the part did not return
+        return comparison["why"]
     if number <= test_calls:
         where = f"call {number} of its visible tests"
     else:
@@ -184,7 +186,7 @@ def _line(entry: dict, width: int, compare: bool) -> str:
 
 
 def _agreement(comparison: dict, test_calls: int) -> str:
-    if not comparison["calls"]:
+    if not comparison["calls"] and not comparison["deviates"]:
         return "not compared (no recorded calls)"
     if comparison["deviates"]:
         return f"DEVIATES: {_how_far(comparison, test_calls)}"
