@@ -56,13 +56,19 @@ def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises several types for a cut or corrupted zip archive
-        raise CheckpointError(
-            f"checkpoint {path} cannot be read: {why_unreadable(path, err)}. "
-            "Delete it and train again, or use an earlier copy"
-        ) from err
+        why = why_unreadable(path, err)
+        advice = (  # another file given by mistake must not be deleted on our advice
+            "Is it the file you meant? mini-llm train writes ckpt.pt into its run folder"
+            if why.startswith(NOT_TORCH)
+            else "Delete it and train again, or use an earlier copy"
+        )
+        raise CheckpointError(f"checkpoint {path} cannot be read: {why}. {advice}") from err
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path} is not a mini_llm checkpoint (it has no 'model' entry)")
     return state
+
+
+NOT_TORCH = "it is not a file written by torch.save"
 
 
 def why_unreadable(path: Path, err: Exception) -> str:
@@ -78,7 +84,7 @@ def why_unreadable(path: Path, err: Exception) -> str:
         return "the file is empty (0 bytes)"
     if start != ZIP_SIGNATURE:
         return (
-            f"it is not a file written by torch.save, which writes a zip archive starting "
+            f"{NOT_TORCH}, which writes a zip archive starting "
             f"with {ZIP_SIGNATURE!r}; this one starts with {start!r}"
         )
     if not zipfile.is_zipfile(path):

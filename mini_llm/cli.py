@@ -37,8 +37,18 @@ from mini_llm.train import (
     train,
     use_tf32_products,
 )
+from mini_llm.train import (
+    _first_difference as first_difference,
+)
 
-USER_ERRORS = (ValueError, FileNotFoundError, CheckpointError, CorpusError, TrainingDivergedError)
+# OSError: a folder that cannot be made or written, a full disk, a missing file.
+USER_ERRORS = (ValueError, OSError, CheckpointError, CorpusError, TrainingDivergedError)
+
+
+def check_out_folder(out: Path) -> None:
+    """``--out`` names a folder, made where missing; a file there is a mistake, not a folder."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder; give a folder for the output")
 
 
 def default_data_dir(
@@ -139,12 +149,19 @@ def run_prepare(args) -> None:
         args.vocab_size = args.vocab_size or DEFAULT_BPE_VOCAB
         if not 256 < args.vocab_size <= 2**16:
             raise ValueError(f"--vocab-size must be in 257…65536, got {args.vocab_size}")
-        start = time.perf_counter()
-        tokenizer = BPETokenizer.train(training_text(text, args.val_fraction), args.vocab_size)
-        print(f"learned {len(tokenizer.merges):,} merges in {time.perf_counter() - start:.1f} s")
     out = args.out or default_data_dir(
         args.corpus, args.val_fraction, args.tokenizer, args.vocab_size
     )
+    check_out_folder(out)
+    if args.tokenizer == "bpe":
+        start = time.perf_counter()
+        tokenizer = BPETokenizer.train(training_text(text, args.val_fraction), args.vocab_size)
+        print(f"learned {len(tokenizer.merges):,} merges in {time.perf_counter() - start:.1f} s")
+        if tokenizer.vocab_size < args.vocab_size:
+            print(
+                f"the training text has no pair left to merge: {tokenizer.vocab_size:,} tokens, "
+                f"not the {args.vocab_size:,} asked for"
+            )
     meta = prepare(text, out, args.val_fraction, tokenizer, corpus=args.corpus)
     characters = meta["train_characters"] + meta["val_characters"]
     tokens = meta["train_tokens"] + meta["val_tokens"]
@@ -221,17 +238,46 @@ def resume_command(args, out: Path) -> str:
 def refuse_to_overwrite(args, out: Path) -> None:
     """A new run must not replace another run's files unless ``--overwrite`` says so."""
     found = [name for name in RUN_FILES if (out / name).exists()]
-    if not found:
-        return
-    if not args.overwrite:
+    if found and not args.overwrite:
         raise ValueError(
             f"{out} already holds a run ({', '.join(found)}); continue it with "
             f"`{resume_command(args, out)}`, start over there with --overwrite, or train into "
             "another folder with --out"
         )
+
+
+def remove_earlier_run(out: Path) -> None:
+    """``--overwrite``: the earlier run's files go, only once everything else has been checked
+    (settings, data, model), so that a mistake in the command does not cost the old run."""
     if int(os.environ.get("RANK", "0")) == 0:
-        for name in found:
+        for name in RUN_FILES:
             (out / name).unlink(missing_ok=True)
+
+
+# What `mini-llm train` writes into a checkpoint and needs to continue it.
+RESUMABLE_KEYS = ("model_config", "train_config", "optimizer", "step", "ranks", "history")
+
+
+def check_resumable(checkpoint: dict, path: Path) -> None:
+    """A checkpoint from elsewhere (``mini_llm.train.train`` called from Python, another
+    program) lacks what a resumed run needs; say so instead of failing on a missing key."""
+    missing = [key for key in RESUMABLE_KEYS if key not in checkpoint]
+    if missing:
+        raise CheckpointError(
+            f"{path} was not written by mini-llm train (it has no {', '.join(missing)}), so "
+            "this command cannot continue it; start a new run with another --out"
+        )
+
+
+def check_data_settings(data: dict) -> None:
+    """``batch_size`` and ``val_fraction``, before any data is prepared or read."""
+    if data["batch_size"] < 1:
+        raise ValueError(f"batch_size must be at least 1, got {data['batch_size']}")
+    if not 0 < data["val_fraction"] < 1:
+        raise ValueError(
+            f"val_fraction must be between 0 and 1 (the share kept for validation), "
+            f"got {data['val_fraction']}"
+        )
 
 
 def continued_run(args, checkpoint: dict) -> configs.RunConfig:
@@ -297,6 +343,11 @@ def prepared_data(args, run: configs.RunConfig, checkpoint: dict | None) -> tupl
                     f"`mini-llm prepare --corpus {run.data['corpus']} "
                     f"--val-fraction {run.data['val_fraction']}` first"
                 )
+            if run.data["corpus"] not in CORPORA:
+                raise CorpusError(
+                    f"unknown corpus {run.data['corpus']!r}; choose one of: "
+                    f"{', '.join(sorted(CORPORA))}"
+                )
             print(f"preparing {run.data['corpus']} into {data_dir} (once)")
             prepare(
                 load_text(run.data["corpus"]),
@@ -337,17 +388,25 @@ def check_model_shape(model: GPT, checkpoint: dict, args) -> None:
 def run_train(args) -> None:
     if args.new_schedule and not args.resume:
         raise ValueError("--new-schedule only applies with --resume")
+    pick_device(args.device)  # a device that cannot be used is named before data is prepared
+    threads, why = chosen_threads(args)
     args.out = args.out or Path("runs") / (args.config or DEFAULT_CONFIG)
+    check_out_folder(args.out)
     learner_cli.use_learner(args)
     checkpoint = load_checkpoint(args.out / "ckpt.pt") if args.resume else None
     if checkpoint is not None:
+        check_resumable(checkpoint, args.out / "ckpt.pt")
+        args.overrides = learner_cli.resumed_overrides(args, args.overrides)
         run = continued_run(args, checkpoint)
+        note = learner_cli.feed_forward_note(run.model["activation"]) if args.learner else None
+        if note and int(os.environ.get("RANK", "0")) == 0:
+            print(note)
     else:
         overrides = learner_cli.learner_overrides(args, args.overrides)
         run = configs.resolve(args.config or DEFAULT_CONFIG, overrides)
         refuse_to_overwrite(args, args.out)
+    check_data_settings(run.data)
     data_dir, meta = prepared_data(args, run, checkpoint)
-    threads, why = chosen_threads(args)
     train_config = replace(
         run.train,
         out_dir=str(args.out),
@@ -357,10 +416,6 @@ def run_train(args) -> None:
         threads=threads,
     )
     model_config = GPTConfig(vocab_size=meta["vocab_size"], **run.model)
-    torch.manual_seed(train_config.seed)
-    model = GPT(model_config)
-    if checkpoint is not None:
-        check_model_shape(model, checkpoint, args)
     rank = int(os.environ.get("RANK", "0"))  # under torchrun each process draws its own batches
     seed = train_config.seed + 1000 * rank
     batch = {"block_size": model_config.block_size, "batch_size": run.data["batch_size"]}
@@ -372,7 +427,13 @@ def run_train(args) -> None:
             **batch,
         )
         for i, split in enumerate(SPLITS)
-    )
+    )  # before the model: a block_size longer than the data is named, not allocated
+    torch.manual_seed(train_config.seed)
+    model = GPT(model_config)
+    if checkpoint is not None:
+        check_model_shape(model, checkpoint, args)
+    if args.overwrite:
+        remove_earlier_run(args.out)
     if rank == 0:
         print(
             f"{run.name}: {model.num_parameters():,} parameters, training on "
@@ -439,25 +500,42 @@ def add_sample_arguments(parser: argparse.ArgumentParser) -> None:
     learner_cli.add_learner_argument(parser)
 
 
-def load_model(checkpoint: Path, device: torch.device):
-    """The GPT and tokenizer stored in a checkpoint written by ``mini-llm train``."""
+def load_model(checkpoint: Path, device: torch.device, learner: bool = False):
+    """The GPT and tokenizer stored in a checkpoint written by ``mini-llm train``.
+
+    With ``learner``, attention is written out (``attention=explicit``: the same weights and
+    formula as PyTorch's fused kernel), so that the learner's attention functions are called.
+    """
     state = load_checkpoint(checkpoint, map_location=device)
     if "model_config" not in state or "tokenizer" not in state:
         raise CheckpointError(
             f"{checkpoint} holds no GPT (no model_config/tokenizer); "
             "use a checkpoint written by mini-llm train"
         )
-    model = GPT(GPTConfig(**state["model_config"]))
-    model.load_state_dict(state["model"])
+    settings = {**state["model_config"], **({"attention": "explicit"} if learner else {})}
+    model = GPT(GPTConfig(**settings))
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError:
+        raise CheckpointError(
+            f"{checkpoint}: its weights do not fit its model_config "
+            f"({first_difference(state['model'], model.state_dict())}); use a checkpoint "
+            "written by mini-llm train"
+        ) from None
     return model.to(device).eval(), tokenizer_from_dict(state["tokenizer"])
 
 
 def run_sample(args) -> None:
     device = pick_device(args.device)
     threads, why = chosen_threads(args)
+    if args.num_samples < 1:
+        raise ValueError(f"--num-samples must be at least 1, got {args.num_samples}")
     torch.set_num_threads(threads)
-    learner_cli.use_learner(args, report=sys.stderr)  # stdout is the text alone
-    model, tokenizer = load_model(args.checkpoint, device)
+    swapped = learner_cli.use_learner(args, report=sys.stderr)  # stdout is the text alone
+    model, tokenizer = load_model(args.checkpoint, device, learner=swapped is not None)
+    note = learner_cli.feed_forward_note(model.config.activation) if swapped else None
+    if note:
+        print(note, file=sys.stderr)
     print(f"threads: {threads} ({why})", file=sys.stderr)
     if not args.prompt:
         raise ValueError("the prompt is empty; give at least one character, e.g. --prompt $'\\n'")
@@ -492,6 +570,12 @@ def run_bench(args) -> None:
     from mini_llm.bench import generation_tokens_per_s, train_step_times
 
     run = configs.resolve(args.config, args.overrides)
+    if args.steps < 1 or args.new_tokens < 1:
+        raise ValueError(
+            f"--steps and --new-tokens must be at least 1 (something to time), got "
+            f"--steps {args.steps} --new-tokens {args.new_tokens}"
+        )
+    check_data_settings(run.data)
     device = pick_device(args.device)
     threads, why = chosen_threads(args)
     torch.set_num_threads(threads)
@@ -544,7 +628,8 @@ COMMANDS: dict[str, Command] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mini-llm", description=__doc__.splitlines()[0])
+    description = __doc__.splitlines()[0].replace("``", "")  # the docstring's markup
+    parser = argparse.ArgumentParser(prog="mini-llm", description=description)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="command")
     for name, command in COMMANDS.items():
         subparser = subparsers.add_parser(name, help=command.help, description=command.help)
@@ -552,10 +637,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with ``key=value`` overrides anywhere among the flags.
+
+    argparse gives a positional that takes any number of words only the first run of them:
+    in ``train max_iters=100 --device cpu eval_iters=1`` it would refuse ``eval_iters=1``. The
+    later ones are added here, in order, so the last value of a key still wins."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if hasattr(args, "overrides"):
+        args.overrides += [word for word in extra if _is_override(word)]
+        extra = [word for word in extra if not _is_override(word)]
+    if extra:
+        (subcommands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        subcommands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _is_override(word: str) -> bool:
+    return not word.startswith("-") and "=" in word
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(argv)
     try:
         COMMANDS[args.command].run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:  # `mini-llm sample | head`: the reader has taken all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # for the exit's flush
+        return 141  # as a shell reports a command ended by SIGPIPE
     except USER_ERRORS as err:
         print(f"mini-llm {args.command}: error: {err}", file=sys.stderr)
         return 2

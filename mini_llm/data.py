@@ -53,6 +53,10 @@ def prepare(
         raise ValueError(f"vocab_size {tokenizer.vocab_size} does not fit the uint16 token files")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # meta.json is what makes the folder usable, so it goes first and comes back last: an
+    # interrupted run leaves a folder that says it is not prepared, never an earlier
+    # meta.json beside token files of another text or tokenizer
+    (out_dir / "meta.json").unlink(missing_ok=True)
     sizes = {}
     for split, part in zip(SPLITS, (train_text, text[len(train_text) :])):
         ids = tokenizer.encode_array(part).astype(np.uint16)

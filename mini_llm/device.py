@@ -17,9 +17,16 @@ def pick_device(device: str = "auto") -> torch.device:
         chosen = torch.device(device)
     except RuntimeError as err:
         raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or mps") from err
+    if chosen.type not in ("cpu", "cuda", "mps"):  # torch knows more (meta, hip, xla, ...)
+        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or mps")
     if chosen.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
-            "device 'cuda' was asked for but no CUDA GPU is available; use --device auto"
+            f"device {device!r} was asked for but no CUDA GPU is available; use --device auto"
+        )
+    if chosen.type == "cuda" and (chosen.index or 0) >= torch.cuda.device_count():
+        raise ValueError(
+            f"device {device!r} was asked for but this machine has "
+            f"{torch.cuda.device_count()} CUDA GPU(s), numbered from 0"
         )
     if chosen.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError("device 'mps' was asked for but MPS is not available; use --device auto")

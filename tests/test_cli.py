@@ -225,6 +225,134 @@ def test_train_refuses_to_overwrite_a_run_unless_told(trained_run, capsys, monke
     assert "--new-schedule only applies with --resume" in capsys.readouterr().err
 
 
+def test_overwrite_keeps_the_earlier_run_when_the_command_is_refused(
+    trained_run, capsys, monkeypatch
+):
+    """--overwrite deletes the earlier run only once the new one can start: a typo in the
+    command must not cost it."""
+    monkeypatch.chdir(trained_run)
+    shutil.copytree(trained_run / "run", trained_run / "kept")
+    before = {p.name: p.read_bytes() for p in (trained_run / "kept").iterdir()}
+    command = ["train", "--data", "data", "--out", "kept", "--device", "cpu", "--overwrite"]
+    refused = {
+        ("--threads", "0", *TINY): "--threads must be at least 1, got 0",
+        (*TINY, "batch_size=0"): "batch_size must be at least 1, got 0",
+        (*TINY, "val_fraction=1"): "val_fraction must be between 0 and 1",
+        (*TINY, "corpus=words"): "holds the corpus 'shakespeare', not 'words'",
+        (*TINY, "block_size=600000"): "too few for windows of block_size=600000",
+    }
+    for extra, message in refused.items():
+        assert main([*command, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert message in err and len(err.splitlines()) == 1, err
+        after = {p.name: p.read_bytes() for p in (trained_run / "kept").iterdir()}
+        assert after == before, extra
+
+
+def test_data_settings_are_checked_before_anything_is_prepared(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    refused = {
+        "batch_size=0": "batch_size must be at least 1, got 0",
+        "batch_size=-2": "batch_size must be at least 1, got -2",
+        "val_fraction=0": "val_fraction must be between 0 and 1",
+        "corpus=nope": "unknown corpus 'nope'; choose one of: names, shakespeare, words",
+    }
+    for override, message in refused.items():
+        assert main(["train", "--device", "cpu", override, *TINY[:3]]) == 2, override
+        captured = capsys.readouterr()
+        assert message in captured.err and "preparing" not in captured.out, override
+        assert not (tmp_path / "data").exists() and not (tmp_path / "runs").exists()
+
+
+def test_resuming_a_checkpoint_not_written_by_train_says_so(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    model = torch.nn.Linear(2, 2)
+    torch.save({"model": model.state_dict(), "step": 3}, tmp_path / "run" / "ckpt.pt")
+    assert main(["train", "--out", str(tmp_path / "run"), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "was not written by mini-llm train (it has no model_config, train_config" in err
+    assert "another --out" in err and len(err.splitlines()) == 1
+
+
+def test_sample_and_bench_refuse_counts_of_zero(trained_run, capsys):
+    checkpoint = str(trained_run / "run" / "ckpt.pt")
+    assert main(["sample", "--checkpoint", checkpoint, "--num-samples", "0"]) == 2
+    assert "--num-samples must be at least 1, got 0" in capsys.readouterr().err
+    for flag in ("--steps", "--new-tokens"):
+        assert main(["bench", "--device", "cpu", flag, "0", *TINY[:5]]) == 2, flag
+        assert f"{flag} 0" in capsys.readouterr().err
+    assert main(["bench", "--device", "cpu", *TINY[:4], "batch_size=0"]) == 2
+    assert "batch_size must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_overrides_may_come_between_the_flags(trained_run, capsys, monkeypatch):
+    """argparse alone takes only the first run of key=value words: `max_iters=3 --out x
+    n_layer=1` refused n_layer=1 with the top-level usage."""
+    monkeypatch.chdir(trained_run)
+    command = ["train", "max_iters=5", "--data", "data", TINY[0], "--out", "mixed"]
+    assert main([*command, "--device", "cpu", *TINY[1:], "max_iters=3"]) == 0
+    saved = load_checkpoint(trained_run / "mixed" / "ckpt.pt")
+    assert saved["step"] == 3 and saved["model_config"]["n_layer"] == 1  # the last value wins
+    with pytest.raises(SystemExit):
+        main(["train", "max_iters=3", "--out", "x", "n_layer=1", "--bogus"])
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == "mini-llm train: error: unrecognized arguments: --bogus"
+
+
+def test_an_out_that_is_a_file_or_cannot_be_made_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    for command in (["train", *TINY], ["prepare", "--corpus", "names"]):
+        assert main([*command, "--out", "notes.txt"]) == 2, command
+        err = capsys.readouterr().err
+        assert "--out notes.txt is a file, not a folder" in err and len(err.splitlines()) == 1
+        assert main([*command, "--out", "notes.txt/run"]) == 2, command
+        err = capsys.readouterr().err
+        assert "Not a directory" in err and len(err.splitlines()) == 1, err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_sample_into_a_pipe_that_closes_early_is_quiet(trained_run):
+    """`mini-llm sample ... | head -1` must not end in a BrokenPipeError traceback."""
+    sampling = subprocess.Popen(
+        [sys.executable, "-m", "mini_llm.cli", "sample", "--checkpoint", "run/ckpt.pt"]
+        + ["--device", "cpu", "--max-new-tokens", "200", "--num-samples", "100"],
+        cwd=trained_run,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert sampling.stdout.readline()  # what `head -1` reads, then it closes the pipe
+    sampling.stdout.close()
+    assert sampling.wait(timeout=300) == 141
+    err = sampling.stderr.read().decode()
+    assert "Traceback" not in err and "Error" not in err, err
+
+
+def test_devices_the_command_cannot_train_on_are_named(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for device in ("tpu", "meta", "hip"):  # torch accepts the last two, then fails deep inside
+        assert main(["train", "--device", device, "--out", "nowhere", *TINY]) == 2, device
+        err = capsys.readouterr().err
+        assert f"unknown device '{device}'; use auto, cpu, cuda or mps" in err, err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert main(["sample", "--device", "cuda:3", "--checkpoint", "nowhere.pt"]) == 2
+    err = capsys.readouterr().err
+    assert "device 'cuda:3' was asked for but this machine has 1 CUDA GPU(s)" in err, err
+    assert not (tmp_path / "nowhere").exists() and not (tmp_path / "data").exists()
+
+
+def test_bpe_says_when_the_text_runs_out_of_merges(tmp_path, capsys):
+    bpe = ["prepare", "--corpus", "names", "--tokenizer", "bpe", "--out", str(tmp_path / "b")]
+    assert main([*bpe, "--vocab-size", "65536"]) == 0
+    out = capsys.readouterr().out
+    size = load_meta(tmp_path / "b")["vocab_size"]
+    assert size < 65536
+    assert f"no pair left to merge: {size:,} tokens, not the 65,536 asked for" in out
+    assert main([*bpe, "--vocab-size", "300"]) == 0
+    assert "no pair left" not in capsys.readouterr().out
+
+
 class InterruptedBatches(RandomBatches):
     """Training batches that press Ctrl-C when the 15th is drawn."""
 
@@ -360,8 +488,17 @@ def test_missing_and_unreadable_checkpoints_say_why(trained_run, tmp_path, capsy
         assert main(["sample", "--checkpoint", str(tmp_path / "bad.pt")]) == 2
         err = capsys.readouterr().err
         assert "cannot be read: " in err and reason in err and "()" not in err
+        # a file that never was a checkpoint (a wrong path) is not to be deleted
+        assert ("Delete it" in err) == (reason != "not a file written by torch.save"), err
     assert main(["sample", "--checkpoint", str(tmp_path)]) == 2
     assert "is a folder, not a checkpoint file" in capsys.readouterr().err
+    mismatched = load_checkpoint(trained_run / "run" / "ckpt.pt")
+    mismatched["model_config"]["n_layer"] += 1
+    torch.save(mismatched, tmp_path / "mismatched.pt")
+    assert main(["sample", "--checkpoint", str(tmp_path / "mismatched.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "its weights do not fit its model_config (blocks.1." in err and "more)" in err
+    assert len(err.splitlines()) == 1 and len(err) < 300, err
 
 
 def test_too_few_tokens_names_the_split(tmp_path, capsys, monkeypatch):
@@ -561,7 +698,7 @@ def test_every_subcommand_is_listed_and_has_help(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
     listing = capsys.readouterr().out
-    assert exit_.value.code == 0
+    assert exit_.value.code == 0 and "The mini-llm command: prepare data" in listing
     for name, command in COMMANDS.items():
         assert name in listing
         with pytest.raises(SystemExit) as exit_:

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from mini_llm.data import RandomBatches, load_split, load_tokenizer_of, prepare
+from mini_llm.data import (
+    RandomBatches,
+    load_split,
+    load_tokenizer_of,
+    prepare,
+    training_text,
+)
 from mini_llm.tokenizer import CharTokenizer, Tokenizer, UnknownCharacterError, load_tokenizer
 
 TEXT = "To be, or not to be: that is the question.\n" * 20
@@ -55,6 +61,23 @@ def test_prepare_and_load_errors(tmp_path):
         prepare("", tmp_path)
     with pytest.raises(FileNotFoundError, match="mini-llm prepare"):
         load_split(tmp_path / "nothing", "train")
+
+
+def test_an_interrupted_prepare_leaves_no_meta_of_other_token_files(tmp_path, monkeypatch):
+    prepare(TEXT, tmp_path, corpus="shakespeare")
+    other, encode_array = "a b c\n" * 50, CharTokenizer.encode_array
+
+    def interrupted(self, text):  # Ctrl-C once the train split is written
+        if text != training_text(other, 0.1):
+            raise KeyboardInterrupt
+        return encode_array(self, text)
+
+    monkeypatch.setattr(CharTokenizer, "encode_array", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(other, tmp_path, corpus="names")
+    assert len(np.fromfile(tmp_path / "train.bin", np.uint16)) == int(len(other) * 0.9)
+    with pytest.raises(FileNotFoundError, match="missing meta.json"):
+        load_split(tmp_path, "train")  # not the shakespeare meta beside names' tokens
 
 
 def test_random_batches_are_shifted_windows_and_resume_exactly():

@@ -23,9 +23,11 @@ from _exercise_helpers import ASSIGNMENTS, EXERCISES, SOLUTIONS, cell_by_grade_i
 from nbformat.v4 import new_code_cell, new_notebook
 
 from mini_llm import attention, generate, gpt, train, transformer
+from mini_llm.checkpoint import load_checkpoint
+from mini_llm.cli import load_model
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.grading import jail, limits
-from mini_llm.learner import LearnerError, adapters, export, using
+from mini_llm.learner import LearnerError, adapters, export, probe, using
 from mini_llm.learner.cli import LEARNER_MODEL
 from mini_llm.learner.registry import PARTS, parts_of
 from mini_llm.train import TrainConfig
@@ -158,6 +160,20 @@ def test_a_released_exercise_set_is_all_missing_and_the_package_stays_the_refere
         assert swapped.learners == []
         assert attention.scaled_dot_product_attention is before
         assert set(swapped.parts.values()) == {"missing"}
+
+
+def test_checking_an_unsolved_set_says_nothing_was_compared(tmp_path):
+    """An export of the untouched release has nothing to compare: check must not claim that
+    everything agrees with the reference."""
+    export(EXERCISES, tmp_path / "package")
+    checked = cli("learner", "check", str(tmp_path / "package"), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert "agree" not in checked.stdout
+    assert checked.stdout.splitlines()[-1].startswith("nothing compared: no part is written")
+    not_a_package = cli("learner", "check", str(EXERCISES), cwd=tmp_path)
+    assert not_a_package.returncode == 2
+    assert "learner export exercises --out DIR" in not_a_package.stderr
+    assert "into it again" not in not_a_package.stderr  # export refuses such a folder
 
 
 def test_a_partly_solved_set_uses_the_solved_parts_and_lists_the_rest(tmp_path, capsys):
@@ -351,6 +367,38 @@ def test_sample_with_the_learners_parts(runs, solved):
     assert "are yours" in sampled.stderr and "are yours" not in sampled.stdout
 
 
+@pytest.mark.slow  # uses the three runs, and trains a fourth
+def test_sample_calls_the_learners_attention_in_a_checkpoint_trained_without_it(runs, buggy):
+    """A run trained without --learner uses PyTorch's fused attention: sample --learner must
+    still call the learner's attention (same weights, written out), and say that a GELU
+    feed-forward network cannot call the learner's feed_forward."""
+    work, _ = runs
+    plain = cli("train", "--data", "data", "--device", "cpu", "--out", "plain", *STEPS, cwd=work)
+    assert plain.returncode == 0, plain.stderr
+    checkpoint = work / "plain" / "ckpt.pt"
+    ids = torch.randint(0, 60, (2, 16), generator=torch.Generator().manual_seed(0))
+    reference, _ = load_model(checkpoint, torch.device("cpu"))
+    with using(buggy, verbose=False):
+        learners, _ = load_model(checkpoint, torch.device("cpu"), learner=True)
+        with torch.no_grad():
+            buggy_logits, _ = learners(ids)
+    with torch.no_grad():
+        assert not torch.allclose(buggy_logits, reference(ids)[0], atol=1e-3)
+        assert torch.allclose(learners(ids)[0], reference(ids)[0], atol=1e-5)  # bug gone
+    flags = ["--checkpoint", "plain/ckpt.pt", "--max-new-tokens", "5", "--device", "cpu"]
+    sampled = cli("sample", *flags, "--learner", str(buggy), cwd=work)
+    assert sampled.returncode == 0, sampled.stderr
+    assert "activation=gelu, so your feed_forward is not called" in sampled.stderr
+    resumed = cli(
+        "train", "--out", "plain", "--resume", "--new-schedule", "max_iters=7",
+        "--learner", str(buggy), cwd=work,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "changed by this command: attention fused -> explicit" in resumed.stdout
+    assert "activation=gelu, so your feed_forward is not called" in resumed.stdout
+    assert load_checkpoint(checkpoint)["model_config"]["attention"] == "explicit"
+
+
 # --------------------------------------------------------------------------- bad input
 def test_a_missing_folder_and_a_corrupt_notebook_are_clear_errors_that_write_nothing(tmp_path):
     with pytest.raises(LearnerError, match="is not a folder"):
@@ -408,6 +456,32 @@ def test_a_broken_cell_is_named_and_only_its_chapter_falls_back(tmp_path):
 
 
 # ---------------------------------------------------------------- students' code, untrusted
+def test_a_part_that_never_returns_is_named_and_the_others_still_run(tmp_path):
+    """A loop that never ends made export and check wait 10 minutes, then fail for the whole
+    package; each part now has the grader's CPU time per cell."""
+    root = copy_course(tmp_path / "notebooks", ["ch08_self_attention"])
+    endless = "    ### BEGIN SOLUTION\n    while True:\n        pass\n"
+    edit_cell(
+        root,
+        "ch08_self_attention",
+        "causal_mask_impl",
+        lambda s: _changed(lambda t: t.replace("    ### BEGIN SOLUTION\n", endless), s),
+    )
+    export(root, tmp_path / "package")
+    for compare in (False, True):
+        report = {e["part"]: e for e in probe.run(tmp_path / "package", compare, part_cpu_s=2)}
+        looping = report["ch08_self_attention.causal_mask"]
+        assert looping["tests"] == "error", looping
+        assert (
+            looping["message"] == "did not return within 2 s of CPU time (a loop that never ends?)"
+        )
+        assert report["ch08_self_attention.split_heads"]["tests"] == "pass"
+        if compare:
+            assert looping["comparison"]["deviates"] and looping["comparison"]["call"] is None
+            assert not report["ch08_self_attention.split_heads"]["comparison"]["deviates"]
+    assert probe.PART_CPU_S == 30  # the grader's default --cell-timeout
+
+
 def test_an_instructor_checks_a_students_export_in_the_graders_sandbox(tmp_path):
     secret = tmp_path / "course" / "gradebook.txt"
     secret.parent.mkdir()

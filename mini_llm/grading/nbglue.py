@@ -15,9 +15,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -54,6 +56,30 @@ def course(course_dir: Path) -> CourseDirectory:
     coursedir.root = str(course_dir.resolve())
     coursedir.db_url = f"sqlite:///{course_dir.resolve() / 'gradebook.db'}"
     return coursedir
+
+
+def check_gradebook(coursedir: CourseDirectory, must_exist: bool = False) -> Path:
+    """The course's gradebook, which must be a readable SQLite database (or, unless
+    ``must_exist``, not there yet: nbgrader makes it). Checked before anything is graded or
+    written, where nbgrader would fail later with pages of traceback."""
+    path = Path(coursedir.root) / "gradebook.db"
+    if not path.exists():
+        if must_exist:
+            raise GradingError(
+                f"no gradebook at {path}: nothing was graded in this course folder; "
+                "run mini-llm grade ASSIGNMENT first"
+            )
+        return path
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+            db.execute("SELECT name FROM sqlite_master").fetchall()
+    except sqlite3.Error as err:
+        raise GradingError(
+            f"the gradebook {path} cannot be read ({err}); restore it from a backup, or move "
+            "it aside to start a new one (the scores in it would be lost); nothing was graded "
+            "or written"
+        ) from None
+    return path
 
 
 def folder(coursedir: CourseDirectory, kind: str, *parts: str) -> Path:

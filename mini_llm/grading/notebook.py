@@ -162,6 +162,8 @@ def read_submission(
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if isinstance(grade_id, str):
             by_id.setdefault(grade_id, []).append(cell)
+    if _not_this_assignment(path, by_id, assignment, result):
+        return result
     _check_kernel(nb, assignment, result)
     known = {c.grade_id: c for c in assignment.cells if c.grade_id}
     order = [c.grade_id for c in assignment.cells if c.kind in ("answer", "manual")]
@@ -203,6 +205,31 @@ def read_submission(
     if unanswered:
         result.problems.append("not answered: " + ", ".join(unanswered))
     return result
+
+
+def _not_this_assignment(
+    path: Path, by_id: dict[str, list], assignment: Assignment, result: Submission
+) -> bool:
+    """A notebook without a single answer or test cell of the assignment (another assignment's
+    notebook, or one whose hidden ids are gone) is one problem, not one line per cell."""
+    graded = [c.grade_id for c in assignment.cells if c.kind in ("answer", "manual", "test")]
+    if any(grade_id in by_id for grade_id in graded):
+        return False
+    ours = {c.grade_id for c in assignment.cells if c.grade_id}
+    foreign = [grade_id for grade_id in by_id if grade_id not in ours]
+    if foreign:
+        result.problems.append(
+            f"{path.name} is not a notebook of {assignment.name}: none of its graded cells "
+            f"belong to it (it has '{foreign[0]}' and {len(foreign) - 1} more of another "
+            "notebook); was another assignment's notebook submitted? graded as empty"
+        )
+    else:
+        result.problems.append(
+            f"{path.name} has none of the answer and test cells of {assignment.name} (the "
+            "cells' hidden ids are gone, e.g. code pasted into a new notebook); work in the "
+            "released notebook; graded as empty"
+        )
+    return True
 
 
 def _check_kernel(nb, assignment: Assignment, result: Submission) -> None:

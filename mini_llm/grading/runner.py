@@ -189,9 +189,14 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
     # environment's bin folder on their own PATH (nbglue.executable_path), for `alembic`
     jail = check(options.trusted_cohort)
     coursedir = nbglue.course(options.course_dir)
+    nbglue.check_gradebook(coursedir)
     source = nbglue.folder(coursedir, "source", options.assignment)
     if not source.is_dir():
-        raise nbglue.GradingError(f"no assignment {options.assignment!r}: {source} is missing")
+        known = sorted(p.name for p in source.parent.glob("*/") if p.is_dir())
+        raise nbglue.GradingError(
+            f"no assignment {options.assignment!r}: {source} is missing; "
+            + (f"the course has {', '.join(known)}" if known else "the course has none")
+        )
     notebooks = sorted(source.glob("*.ipynb"))
     if len(notebooks) != 1:
         raise nbglue.GradingError(
@@ -273,6 +278,7 @@ def publish(course_dir: Path, assignment: str) -> dict[str, manual.Totals]:
     """After written answers were graded (formgrader): the feedback and the CSV again, from
     the gradebook as it is now, for every student graded so far. No student code runs."""
     coursedir = nbglue.course(course_dir)
+    nbglue.check_gradebook(coursedir, must_exist=True)
     graded = nbglue.folder(coursedir, "autograded")
     students = sorted(p.parent.name for p in graded.glob(f"*/{assignment}") if p.is_dir())
     if not students:

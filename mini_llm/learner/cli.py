@@ -81,6 +81,27 @@ def learner_overrides(args, overrides: list[str]) -> list[str]:
     return [*overrides, *extra]
 
 
+def resumed_overrides(args, overrides: list[str]) -> list[str]:
+    """``overrides`` of a resumed run with ``attention=explicit`` added where ``--learner`` is
+    given: the same weights and formula as the fused kernel, written out so that the learner's
+    attention is called. The activation is not changed: that would be another model."""
+    chosen = {pair.partition("=")[0].strip() for pair in overrides}
+    if args.learner is None or "attention" in chosen:
+        return overrides
+    return [*overrides, f"attention={LEARNER_MODEL['attention']}"]
+
+
+def feed_forward_note(activation: str) -> str | None:
+    """A GPT whose feed-forward networks are not chapter 9's ReLU ones (a run trained without
+    --learner) cannot call the learner's feed_forward: the line that says so, or None."""
+    if activation == LEARNER_MODEL["activation"]:
+        return None
+    return (
+        f"--learner: this run's feed-forward networks use activation={activation}, so your "
+        "feed_forward is not called (it is in a run trained with --learner from the start)"
+    )
+
+
 def use_learner(args, report=sys.stdout) -> Swapped | None:
     """Swap the learner's parts in if ``--learner`` is given, saying which are whose."""
     if args.learner is None:
@@ -102,7 +123,13 @@ def run(args) -> None:
     _print_table(report, compare=True)
     deviating = [e for e in report if e.get("comparison", {}).get("deviates")]
     if not deviating:
-        compared = sum(1 for e in report if "comparison" in e)
+        compared = sum(1 for e in report if e.get("comparison", {}).get("calls"))
+        if not compared:
+            print(
+                "nothing compared: no part is written yet (or none was called); solve a "
+                "part in its notebook, then export and check again"
+            )
+            return
         print(f"all {compared} compared parts agree with the reference")
         return
     first = deviating[0]
@@ -116,6 +143,8 @@ def run(args) -> None:
 
 def _how_far(comparison: dict, test_calls: int) -> str:
     number = comparison["call"]
+    if number is None:  # no call to name: the part did not return
+        return comparison["why"]
     if number <= test_calls:
         where = f"call {number} of its visible tests"
     else:
@@ -157,7 +186,7 @@ def _line(entry: dict, width: int, compare: bool) -> str:
 
 
 def _agreement(comparison: dict, test_calls: int) -> str:
-    if not comparison["calls"]:
+    if not comparison["calls"] and not comparison["deviates"]:
         return "not compared (no recorded calls)"
     if comparison["deviates"]:
         return f"DEVIATES: {_how_far(comparison, test_calls)}"

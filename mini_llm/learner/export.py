@@ -254,7 +254,8 @@ def read_manifest(folder: Path) -> dict:
     except (OSError, ValueError) as err:
         raise LearnerError(
             f"{folder} holds no readable {MANIFEST} ({err}); it is not a package written by "
-            f"{WRITTEN_BY}: export your notebooks into it again"
+            f"{WRITTEN_BY}: pass the folder that export wrote (its --out, e.g. my_mini_llm), "
+            "or export your notebooks first: mini-llm learner export exercises --out DIR"
         ) from None
     if manifest.get("written_by") != WRITTEN_BY:
         raise LearnerError(f"{path} was not written by {WRITTEN_BY}; export again")

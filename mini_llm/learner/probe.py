@@ -25,6 +25,7 @@ import inspect
 import io
 import json
 import math
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,35 @@ RTOL, ATOL = 1e-4, 1e-6
 """a result deviates where |yours - reference| > ATOL + RTOL·|reference| anywhere"""
 INSIDE = "/home/student/learner"
 """where the exported folder is visible inside the sandbox"""
+PART_CPU_S = 30.0
+"""CPU seconds a part may use for its visible tests, and again for the comparison (the
+grader's --cell-timeout): a part that never returns is named, and the others still run"""
+
+
+class PartTimeout(BaseException):
+    """A part ran past its CPU time. Not an ``Exception``: the learner's ``except Exception``
+    must not swallow it."""
+
+
+@contextlib.contextmanager
+def _cpu_limit(seconds: float):
+    """Raise :class:`PartTimeout` in the code inside once the process has used ``seconds``
+    more CPU time (a Python loop is stopped between two of its steps)."""
+
+    def stop(signum, frame):
+        raise PartTimeout
+
+    previous = signal.signal(signal.SIGPROF, stop)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+
+
+def _too_long(seconds: float) -> str:
+    return f"did not return within {seconds:g} s of CPU time (a loop that never ends?)"
 
 
 # ------------------------------------------------------------------------------ the child
@@ -222,7 +252,7 @@ def _reference_of(part):
     return found
 
 
-def probe(folder: Path, compare: bool) -> list[dict]:
+def probe(folder: Path, compare: bool, part_cpu_s: float = PART_CPU_S) -> list[dict]:
     """The report on every part of the package in ``folder`` (this runs the learner's code)."""
     manifest = read_manifest(folder)
     exported = {(p["assignment"], p["name"]): p for p in manifest["parts"]}
@@ -252,29 +282,54 @@ def probe(folder: Path, compare: bool) -> list[dict]:
             continue
         function = getattr(module, part.name)
         tests = exported[(part.assignment, part.name)].get("tests", "")
-        entry["tests"], entry["message"], calls = _visible_tests(part.name, function, tests)
+        try:
+            with _cpu_limit(part_cpu_s):
+                entry["tests"], entry["message"], calls = _visible_tests(part.name, function, tests)
+        except PartTimeout:
+            entry.update(tests="error", message=_too_long(part_cpu_s), test_calls=0)
+            if compare:  # it deviates: the reference returns
+                entry["comparison"] = _timed_out(0, part_cpu_s)
+            continue
         entry["test_calls"] = len(calls)
         calls += extra_calls.get(part.label, [])
         if entry["tests"] == "missing":
             entry["status"] = "missing"
         reference = _reference_of(part)
         if compare and reference is not None and entry["status"] == "present":
-            entry["comparison"] = _compare(function, reference, calls)
+            try:
+                with _cpu_limit(part_cpu_s):
+                    entry["comparison"] = _compare(function, reference, calls)
+            except PartTimeout:
+                entry["comparison"] = _timed_out(len(calls), part_cpu_s)
     return report
+
+
+def _timed_out(calls: int, part_cpu_s: float) -> dict:
+    """The comparison of a part that did not return (no call number: it may be any)."""
+    why = _too_long(part_cpu_s)
+    return {"calls": calls, "deviates": True, "difference": math.inf, "call": None, "why": why}
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     torch.set_num_threads(1)
-    report = probe(Path(args[0]), compare="--compare" in args)
+    part_cpu_s = float(args[args.index("--part-cpu-s") + 1]) if "--part-cpu-s" in args else None
+    report = probe(Path(args[0]), compare="--compare" in args, part_cpu_s=part_cpu_s or PART_CPU_S)
     sys.stdout.flush()
     sys.__stdout__.write(f"\n{MARKER}\n{json.dumps(report)}\n")
     sys.__stdout__.flush()
 
 
 # ----------------------------------------------------------------------------- the parent
-def run(folder: Path, compare: bool = True, sandbox: bool = False, timeout_s: float = 600) -> list:
-    """:func:`probe` in a child process under the grader's limits (and sandbox)."""
+def run(
+    folder: Path,
+    compare: bool = True,
+    sandbox: bool = False,
+    timeout_s: float = 600,
+    part_cpu_s: float = PART_CPU_S,
+) -> list:
+    """:func:`probe` in a child process under the grader's limits (and sandbox): each part
+    may use ``part_cpu_s`` of CPU, the whole ``timeout_s`` on the clock."""
     from mini_llm.grading import jail as grading_jail
     from mini_llm.grading import limits
 
@@ -290,7 +345,14 @@ def run(folder: Path, compare: bool = True, sandbox: bool = False, timeout_s: fl
         home = jail.home(Path(scratch) / "home")
         where = INSIDE if sandbox else str(folder)
         command = jail.wrap(
-            [*jail.python(), "-c", start, where, *(["--compare"] if compare else [])],
+            [
+                *jail.python(),
+                "-c",
+                start,
+                where,
+                *(["--compare"] if compare else []),
+                *["--part-cpu-s", str(part_cpu_s)],
+            ],
             read_only={INSIDE: folder},
         )
         process = subprocess.Popen(
