@@ -99,12 +99,22 @@ def pytest_xdist_make_scheduler(config, log):
     return ByScope(config, log)
 
 
+def book_build_timeout() -> float:
+    """Seconds the test that builds the book may take, its fixture included: twice what the
+    chapters' execution budgets add up to (a cold build executes every chapter, and the other
+    worker's grading runs share the two cores), plus ten minutes for the rest of the build.
+    pyproject's 900 s for any test was less than the budgets' sum."""
+    return 2 * sum(chapter.budget_s for chapter in selected_chapters()) + 600
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for fixture, markers in MARKERS_BY_FIXTURE.items():
             if fixture in item.fixturenames:
                 for marker in markers:
                     item.add_marker(marker)
+        if "book_build" in item.fixturenames:
+            item.add_marker(pytest.mark.timeout(book_build_timeout()))
         if "book_build" in item.fixturenames and xdist_scope(item.nodeid) != "book":
             raise pytest.UsageError(
                 f"{item.nodeid} uses the built book: name its file to match BOOK_TEST_FILES "

@@ -12,6 +12,7 @@ from _book_helpers import (
     MYST_NOTEBOOK_HEADER,
     chapter_docnames,
     run_jupyter_book,
+    selected_chapters,
     toc_docnames,
 )
 from bs4 import BeautifulSoup
@@ -69,9 +70,12 @@ def article(soup: BeautifulSoup):
     return main
 
 
-def test_book_builds(book_build):
+def test_book_builds(book_build, request):
     assert book_build.returncode == 0, book_build.stdout[-6000:]
     assert "build succeeded" in book_build.stdout
+    # the build is timed out by the chapters' budgets, not by pyproject's 900 s for any test
+    budgets = sum(chapter.budget_s for chapter in selected_chapters())
+    assert request.node.get_closest_marker("timeout").args[0] >= 2 * budgets
 
 
 def test_toc_has_chapters():
