@@ -218,8 +218,10 @@ def test_held_out_windows(page, glued):
     _, text = page
     # "the first 90 % to train.bin and the last 10 %": prepare's default split, measured
     val_fraction = inspect.signature(prepare).parameters["val_fraction"].default
-    assert glued["ch11_val_share"] == pytest.approx(val_fraction, abs=1e-3)
-    assert glued["ch11_train_share"] == pytest.approx(1 - glued["ch11_val_share"])
+    assert glued["ch11_val_pct"] == pytest.approx(100 * val_fraction, abs=0.1)
+    assert glued["ch11_train_pct"] == pytest.approx(100 - glued["ch11_val_pct"])
+    split = f"the first {glued['ch11_train_pct']:.0f} % to train.bin and the last"
+    assert split in " ".join(text.split())
     # each window: the model reads its first block_size characters, scores the rest
     block = CONFIGS["shakespeare-char-cpu"]["block_size"]
     assert glued["ch11_window_read"] == glued["ch11_window"] - 1 == block

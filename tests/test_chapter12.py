@@ -207,11 +207,13 @@ def test_scaling_sweep_fit_and_its_claims(page, glued):
     assert tokens == 200 * 16 * 32
     # "the first 90 % of the text ... validated on the last 10 %": the page's cut, which is
     # the course's (mini_llm.data.prepare)
-    train_share = shown(page, glued, "ch12_train_share", ".0%")
-    val_share = shown(page, glued, "ch12_val_share", ".0%")
-    assert train_share + val_share == pytest.approx(1)
+    train_pct, val_pct = glued["ch12_train_pct"], glued["ch12_val_pct"]
+    assert train_pct + val_pct == pytest.approx(100)
     val_fraction = inspect.signature(prepare).parameters["val_fraction"].default
-    assert val_share == pytest.approx(val_fraction, abs=1e-3)
+    assert val_pct == pytest.approx(100 * val_fraction, abs=0.1)
+    flat = " ".join(page[1].split())
+    assert f"batches of the first {train_pct:.0f} % of the text" in flat
+    assert f"validated on the last {val_pct:.0f} %, which no run trains on" in flat
     ratio = shown(page, glued, "ch12_max_tokens_per_param", ".1f")
     assert ratio == pytest.approx(tokens / sizes.min())
     fewest = shown(page, glued, "ch12_min_tokens_per_param", ".1f")
