@@ -62,13 +62,18 @@ def test_hand_written_cells_equal_pytorch(page):
         assert value and float(value.group(1)) < 1e-12, name
 
 
-def test_parameter_counts_follow_the_number_of_gate_blocks(page):
-    raw, _ = page
+def test_parameter_counts_follow_the_number_of_gate_blocks(page, glued):
+    raw, text = page
     _, rows = table(raw, "cell")
     counts = {name: int(row[0].replace(",", "")) for name, row in rows.items()}
     D, H = 16, 64
     rnn = H * D + H * H + 2 * H  # W_ih, W_hh and the two bias vectors
     assert counts == {"RNN": rnn, "LSTM": 4 * rnn, "GRU": 3 * rnn}
+    # "the GRU has 3 times and the LSTM 4 times the recurrent weights": read off the table
+    assert glued["ch06_gru_ratio"] == f"{counts['GRU'] / counts['RNN']:g}"
+    assert glued["ch06_lstm_ratio"] == f"{counts['LSTM'] / counts['RNN']:g}"
+    ratios = f"{glued['ch06_gru_ratio']} times and the LSTM {glued['ch06_lstm_ratio']} times"
+    assert ratios in flat(text)
 
 
 def test_gated_networks_remember_where_the_plain_rnn_cannot_over_three_seeds(page, glued):
@@ -79,6 +84,12 @@ def test_gated_networks_remember_where_the_plain_rnn_cannot_over_three_seeds(pag
     long = {name: seeds(row[1]) for name, row in rows.items()}
     assert set(short) == {"RNN", "LSTM", "GRU"}
     assert all(min(values) > 0.95 for values in short.values())  # every network, every seed
+    words = {0: "none", 1: "one", 2: "two", 3: "all three"}
+    lengths = [int(re.search(r"length (\d+)", cell)[1]) for cell in header[1:]]
+    assert [glued["ch06_short"], glued["ch06_long"]] == [str(n) for n in lengths]
+    learned_short = sum(min(values) > 0.95 for values in short.values())
+    assert glued["ch06_short_learned"] == words[learned_short]
+    assert f"length {lengths[0]} {words[learned_short]} networks succeed with" in flat(text)
     assert min(long["LSTM"]) > 0.95 and min(long["GRU"]) > 0.95  # "almost every time"
     rnn = long["RNN"]
     near_chance = sum(v < 0.3 for v in rnn)
@@ -88,7 +99,6 @@ def test_gated_networks_remember_where_the_plain_rnn_cannot_over_three_seeds(pag
     # the RNN started from the identity: the verdict, recomputed from the table
     identity = long[IDENTITY]
     learned, near = sum(v > 0.95 for v in identity), sum(v < 0.3 for v in identity)
-    words = {0: "none", 1: "one", 2: "two", 3: "all three"}
     if learned == 0:
         verdict = (
             f"no seed learns the dependency fully: {words[near]} of the three runs stay near "

@@ -98,6 +98,11 @@ def test_both_models_and_their_budget_are_what_the_prose_says(page, glued):
     torch.manual_seed(0)  # the attention weights exist, unused, without attention
     plain = Seq2Seq(len(source), len(target), target.stoi[BOS], dim=8, attention=False)
     assert {"W_q", "W_k", "v"} <= {name for name, _ in plain.named_parameters()}
+    # "still learning when the budget ends: its training loss, averaged over 50 steps at a
+    # time, fell from ... to ... in the last 100 steps"
+    assert glued["ch07_loss_span"] == 2 * glued["ch07_loss_window"]
+    assert float(glued["ch07_plain_loss_end"]) < float(glued["ch07_plain_loss_before"])
+    assert glued["ch07_loss_window"] < STEPS
 
 
 def test_no_test_number_was_ever_trained_on(page):

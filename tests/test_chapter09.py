@@ -192,6 +192,11 @@ def test_transformer_against_gru(built_book, page, glued):
     assert tf_half > gru_half
     assert shown(page, glued, "ch09_tf_loss_end", ".3f") < tf_half
     assert shown(page, glued, "ch09_gru_loss_end", ".3f") < gru_half
+    # "training loss (mean of 20 steps and of the seeds)": the window of those averages, which
+    # stays inside the half of the budget it speaks for
+    window = shown(page, glued, "ch09_loss_window")
+    assert f"(mean of {window} steps and of the seeds)" in " ".join(page[1].split())
+    assert 1 < window < steps // 2
     _, text = page
     assert "Fig. 8.7" in text  # the speed argument points at chapter 8's measurement
     speed = shown(page, glued, "ch09_speed")

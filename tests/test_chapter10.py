@@ -203,6 +203,11 @@ def test_artefacts(page, glued, texts, page_bpe):
 def test_the_sizes_the_prose_names(page, glued, texts, page_bpe):
     train, held_out = texts
     assert shown(page, glued, "ch10_n_plays") == len(load_corpus("shakespeare")) > 30
+    # "the first 90 % of the characters are for training": training_text's cut, measured
+    share = shown(page, glued, "ch10_train_pct", ".0f")
+    assert share == pytest.approx(100 * len(train) / (len(train) + len(held_out)))
+    assert f"the first {share:.0f} % of the characters" in " ".join(page[1].split())
+    assert f"{share:.0f} % cut" in " ".join(page[1].split())
     assert shown(page, glued, "ch10_tokenizer_chars", ",") == 1_500_000 < len(train)
     assert shown(page, glued, "ch10_tokenizer_bytes", ",") == len(train[:1_500_000].encode("utf-8"))
     merges = shown(page, glued, "ch10_tokenizer_merges", ",")

@@ -4,6 +4,7 @@ and every comparison the prose makes holds for those values."""
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import math
 import re
@@ -16,7 +17,9 @@ from _book_helpers import BOOK_DIR, html_tables, read_page
 
 from mini_llm.cli import DEFAULT_CONFIG, build_parser
 from mini_llm.configs import CONFIGS, resolve
+from mini_llm.data import prepare
 from mini_llm.generate import next_token
+from mini_llm.gpt import MLP as GPT_MLP
 from mini_llm.gpt import GPTConfig, parameter_count
 from mini_llm.learner.registry import PARTS, parts_of
 
@@ -210,6 +213,26 @@ def test_diagram_labels_are_plain_text():
     assert not any(re.search(r"[_^]\{", diagram) for diagram in diagrams)
 
 
+def test_held_out_windows(page, glued):
+    """The split and the held-out windows the prose describes are the ones the code made."""
+    _, text = page
+    # "the first 90 % to train.bin and the last 10 %": prepare's default split, measured
+    val_fraction = inspect.signature(prepare).parameters["val_fraction"].default
+    assert glued["ch11_val_pct"] == pytest.approx(100 * val_fraction, abs=0.1)
+    assert glued["ch11_train_pct"] == pytest.approx(100 - glued["ch11_val_pct"])
+    split = f"the first {glued['ch11_train_pct']:.0f} % to train.bin and the last"
+    assert split in " ".join(text.split())
+    # each window: the model reads its first block_size characters, scores the rest
+    block = CONFIGS["shakespeare-char-cpu"]["block_size"]
+    assert glued["ch11_window_read"] == glued["ch11_window"] - 1 == block
+    predictions = int(re.search(r"([\d,]+) held-out predictions", text)[1].replace(",", ""))
+    assert predictions == glued["ch11_val_windows"] * glued["ch11_window_read"]
+    assert glued["ch11_ablation_windows"] == glued["ch11_val_windows"] // 2  # "first half"
+    # the GPT's MLP: "widened 4 times", as the parameter formula's 12 d^2 assumes
+    config = GPTConfig(n_embd=16)
+    assert glued["ch11_mlp_widening"] == GPT_MLP(config).fc.out_features // 16
+
+
 def test_kv_cache(page, glued):
     assert glued["ch11_cache_identical"] == "True"
     assert glued["ch11_cache_speedup"] > 1  # "faster with the cache"
@@ -256,6 +279,9 @@ def test_inside_the_model(page, glued):
 
 def test_influence_by_distance(glued):
     assert glued["ch11_context"] == CONFIGS["shakespeare-char-cpu"]["block_size"]
+    # "the GPT reads the last 64 of them; the RNN reads all 96"
+    assert glued["ch11_influence_chars"] > glued["ch11_context"]
+    assert glued["ch11_influence_windows"] == len(range(0, glued["ch11_val_windows"], 8))
     assert glued["ch11_influence_gpt_beyond"] == 0.0  # "exactly 0 beyond the context"
     assert glued["ch11_influence_gpt_min_inside"] > 0  # "never less than ..." (and above 0)
     assert glued["ch11_influence_gpt_1"] >= glued["ch11_influence_gpt_min_inside"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import json
 import math
 import re
@@ -17,6 +18,7 @@ from _book_helpers import BOOK_DIR, html_tables, read_page
 from mini_llm import configs
 from mini_llm.bench import gpt_flops_per_token, mfu
 from mini_llm.corpus import load_text
+from mini_llm.data import prepare
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.gpu_results import read_gpu_results, step_mfu, summary_sentence, timing_spread
 from mini_llm.scaling import fit_power_law
@@ -203,6 +205,15 @@ def test_scaling_sweep_fit_and_its_claims(page, glued):
     assert gap == pytest.approx(min(np.abs(np.diff(losses))), abs=2e-3)
     tokens = shown(page, glued, "ch12_sweep_tokens", ",")
     assert tokens == 200 * 16 * 32
+    # "the first 90 % of the text ... validated on the last 10 %": the page's cut, which is
+    # the course's (mini_llm.data.prepare)
+    train_pct, val_pct = glued["ch12_train_pct"], glued["ch12_val_pct"]
+    assert train_pct + val_pct == pytest.approx(100)
+    val_fraction = inspect.signature(prepare).parameters["val_fraction"].default
+    assert val_pct == pytest.approx(100 * val_fraction, abs=0.1)
+    flat = " ".join(page[1].split())
+    assert f"batches of the first {train_pct:.0f} % of the text" in flat
+    assert f"validated on the last {val_pct:.0f} %, which no run trains on" in flat
     ratio = shown(page, glued, "ch12_max_tokens_per_param", ".1f")
     assert ratio == pytest.approx(tokens / sizes.min())
     fewest = shown(page, glued, "ch12_min_tokens_per_param", ".1f")
