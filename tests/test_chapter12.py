@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 import pytest
-from _book_helpers import BOOK_DIR, html_tables, read_page
+from _book_helpers import BOOK_DIR, html_tables, html_text, read_page
 
 from mini_llm import configs
 from mini_llm.bench import gpt_flops_per_token, mfu
@@ -124,12 +124,18 @@ def test_accumulation_resume_and_ddp_give_the_same_update(page, glued):
     assert shown(page, glued, "ch12_resume_gap", ".1e") == 0  # "continued exactly"
     assert shown(page, glued, "ch12_ddp_gap", ".1e") < 1e-5
     assert glued["ch12_ddp_ranks_equal"] is True
-    _, text = page
+    raw, text = page
     assert "the two processes' weights are bit for bit equal: True" in text
     # the refusal to resume with another number of processes is shown, with its reason
     assert re.search(r"written by 2 process\(es\) and this run has 1", text)
     # the diagram of a data-parallel step is referred to where the several-GPU run is taught
     assert re.search(r"Fig\. 12\.\d+ draws one step of such a run", text)
+    # data parallelism was run as two CPU processes, never on GPUs: the body and the summary
+    # both say so, and the summary claims no GPU run of it
+    summary = raw.split('<section id="summary">', 1)[1].split('<section id="further', 1)[0]
+    summary = " ".join(html_text(summary).split())
+    assert "checked data parallelism with two CPU processes only, not on GPUs" in summary
+    assert "has never run them on several GPUs" in " ".join(text.split())
 
 
 def test_precision_and_compilation_were_measured_here(page, glued):
