@@ -24,7 +24,15 @@ from mini_llm import configs, cpu_linear
 from mini_llm.bpe import BPETokenizer
 from mini_llm.checkpoint import CheckpointError, load_checkpoint
 from mini_llm.corpus import CORPORA, CorpusError, load_text
-from mini_llm.data import SPLITS, RandomBatches, load_meta, load_split, prepare, training_text
+from mini_llm.data import (
+    SPLITS,
+    RandomBatches,
+    check_val_fraction,
+    load_meta,
+    load_split,
+    prepare,
+    training_text,
+)
 from mini_llm.device import pick_device
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.grading import cli as grading_cli
@@ -33,12 +41,10 @@ from mini_llm.tokenizer import tokenizer_from_dict
 from mini_llm.train import (
     TrainingDivergedError,
     autocast_dtype,
+    first_difference,
     make_optimizer,
     train,
     use_tf32_products,
-)
-from mini_llm.train import (
-    _first_difference as first_difference,
 )
 
 # OSError: a folder that cannot be made or written, a full disk, a missing file.
@@ -273,11 +279,7 @@ def check_data_settings(data: dict) -> None:
     """``batch_size`` and ``val_fraction``, before any data is prepared or read."""
     if data["batch_size"] < 1:
         raise ValueError(f"batch_size must be at least 1, got {data['batch_size']}")
-    if not 0 < data["val_fraction"] < 1:
-        raise ValueError(
-            f"val_fraction must be between 0 and 1 (the share kept for validation), "
-            f"got {data['val_fraction']}"
-        )
+    check_val_fraction(data["val_fraction"])
 
 
 def continued_run(args, checkpoint: dict) -> configs.RunConfig:
@@ -388,7 +390,7 @@ def check_model_shape(model: GPT, checkpoint: dict, args) -> None:
 def run_train(args) -> None:
     if args.new_schedule and not args.resume:
         raise ValueError("--new-schedule only applies with --resume")
-    pick_device(args.device)  # a device that cannot be used is named before data is prepared
+    device = pick_device(args.device)  # a device that cannot be used is named before the data
     threads, why = chosen_threads(args)
     args.out = args.out or Path("runs") / (args.config or DEFAULT_CONFIG)
     check_out_folder(args.out)
@@ -437,7 +439,7 @@ def run_train(args) -> None:
     if rank == 0:
         print(
             f"{run.name}: {model.num_parameters():,} parameters, training on "
-            f"{pick_device(args.device) if 'RANK' not in os.environ else 'torchrun'}, "
+            f"{device if 'RANK' not in os.environ else 'torchrun'}, "
             f"{threads} CPU thread(s) ({why})"
         )
     start = time.perf_counter()

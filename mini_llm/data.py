@@ -25,11 +25,19 @@ from mini_llm.tokenizer import CharTokenizer, Tokenizer, tokenizer_from_dict
 SPLITS = ("train", "val")
 
 
+def check_val_fraction(val_fraction: float) -> None:
+    """The share of the text kept for validation: some, and not all of it."""
+    if not 0 < val_fraction < 1:
+        raise ValueError(
+            f"val_fraction must be between 0 and 1 (the share kept for validation), "
+            f"got {val_fraction}"
+        )
+
+
 def training_text(text: str, val_fraction: float = 0.1) -> str:
     """The part of ``text`` that :func:`prepare` keeps for training: a tokenizer learned from
     it (BPE) has never seen the validation text either."""
-    if not 0 < val_fraction < 1:
-        raise ValueError(f"val_fraction must be between 0 and 1, got {val_fraction}")
+    check_val_fraction(val_fraction)
     return text[: int(len(text) * (1 - val_fraction))]
 
 

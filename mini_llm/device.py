@@ -13,12 +13,13 @@ def pick_device(device: str = "auto") -> torch.device:
         if torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
+    unknown = ValueError(f"unknown device {device!r}; use auto, cpu, cuda or mps")
     try:
         chosen = torch.device(device)
     except RuntimeError as err:
-        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or mps") from err
+        raise unknown from err
     if chosen.type not in ("cpu", "cuda", "mps"):  # torch knows more (meta, hip, xla, ...)
-        raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or mps")
+        raise unknown
     if chosen.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
             f"device {device!r} was asked for but no CUDA GPU is available; use --device auto"

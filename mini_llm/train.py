@@ -548,7 +548,7 @@ def _train(model, train_batches, config, val_batches, checkpoint_extra, world) -
     return result
 
 
-def _first_difference(saved: dict, ours: dict) -> str:
+def first_difference(saved: dict, ours: dict) -> str:
     """One line on how two state dicts differ, where PyTorch lists every tensor."""
     missing, extra = saved.keys() - ours.keys(), ours.keys() - saved.keys()
     shapes = [
@@ -588,7 +588,7 @@ def _resume(state, config, model, optimizer, result, world, train_batches, val_b
     except (RuntimeError, ValueError):
         raise CheckpointError(
             f"the checkpoint was written for a different model or optimizer "
-            f"({_first_difference(state['model'], model.state_dict())}); resume with the settings "
+            f"({first_difference(state['model'], model.state_dict())}); resume with the settings "
             "it was trained with, or train into a new out_dir (mini-llm train --out)"
         ) from None
     result.step = state["step"]

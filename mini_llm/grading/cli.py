@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mini_llm.grading.limits import CELL_CPU_S
+
 if TYPE_CHECKING:
     from mini_llm.grading.runner import StudentReport
 
@@ -34,9 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cell-timeout",
         type=float,
-        default=30.0,
+        default=CELL_CPU_S,
         help="CPU seconds per cell before it is interrupted, or 4 times that "
-        "on the clock (default 30)",
+        f"on the clock (default {CELL_CPU_S:g})",
     )
     parser.add_argument(
         "--memory-mb",

@@ -26,6 +26,10 @@ from dataclasses import dataclass
 
 import psutil
 
+CELL_CPU_S = 30.0
+"""CPU seconds a test cell may use when graded (``mini-llm grade --cell-timeout``), and a
+part of a learner's package when checked (``mini-llm learner check``)"""
+
 
 @dataclass(frozen=True)
 class Limits:

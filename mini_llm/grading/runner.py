@@ -47,7 +47,7 @@ class Options:
     course_dir: Path
     workers: int = 2
     timeout_s: float = 300.0
-    cell_timeout_s: float = 30.0
+    cell_timeout_s: float = limits.CELL_CPU_S
     memory_mb: int = 2048
     students: list[str] = field(default_factory=list)
     in_kernel: bool = False  # also run nbgrader's own autograde, for comparison (slower)

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mini_llm.grading.limits import CELL_CPU_S
 from mini_llm.learner import adapters
 from mini_llm.learner.export import LearnerError, read_manifest
 from mini_llm.learner.registry import PARTS
@@ -43,9 +44,9 @@ RTOL, ATOL = 1e-4, 1e-6
 """a result deviates where |yours - reference| > ATOL + RTOL·|reference| anywhere"""
 INSIDE = "/home/student/learner"
 """where the exported folder is visible inside the sandbox"""
-PART_CPU_S = 30.0
-"""CPU seconds a part may use for its visible tests, and again for the comparison (the
-grader's --cell-timeout): a part that never returns is named, and the others still run"""
+PART_CPU_S = CELL_CPU_S
+"""CPU seconds a part may use for its visible tests, and again for the comparison (as a test
+cell when graded): a part that never returns is named, and the others still run"""
 
 
 class PartTimeout(BaseException):
