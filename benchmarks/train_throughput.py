@@ -7,11 +7,15 @@ backward, gradient clipping, optimizer step). The peer runs twice: as GPT-2 ship
 ``"gelu"``, the same function and kernel as the course model's default, so that what is left
 is the course model's own engineering. Where this process decided to run the linear layers'
 products in oneDNN (``mini_llm/cpu_linear.py``, ``cpu_matmul.py``), mini_llm also runs a second
-time with plain ``nn.Linear`` products: what it does on a CPU where oneDNN does not help. They
-take turns in rounds, so load from other processes hits all alike; the script prints the CPU,
-its capability, the linear-layer decision, the load average before and after, and the median
-ms/step of each with the ratios, and the same for each one's fastest step (on a busy machine
-other processes only ever add time, so the fastest steps are the least disturbed).
+time with plain ``nn.Linear`` products: what it does on a CPU where oneDNN does not help.
+Where the trainer would split each batch's rows across the CPU's cores
+(``mini_llm/cpu_parallel.py``), mini_llm runs so, and once more with its batches whole
+(``--whole`` turns the split off). The peers run their batches whole: they have no
+``counted_targets``, so the trainer would not split theirs either. They take turns in rounds,
+so load from other processes hits all alike; the script prints the CPU, its capability, the
+linear-layer and split decisions, the load average before and after, and the median ms/step
+of each with the ratios, and the same for each one's fastest step (on a busy machine other
+processes only ever add time, so the fastest steps are the least disturbed).
 ``--device cuda`` runs the same contest on a GPU, as the trainer runs there (bf16 autocast,
 TF32 products), with ``--config shakespeare-char-gpu`` for the GPU's shape.
 
@@ -34,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from mini_llm import configs, cpu_linear
+from mini_llm import configs, cpu_linear, cpu_parallel
 from mini_llm.bench import train_step_times
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.train import autocast_dtype, make_optimizer, use_tf32_products
@@ -108,6 +112,9 @@ def main():
         help="in an eager run, also time mini_llm torch.compile'd (against the peers as run)",
     )
     parser.add_argument("--profile", action="store_true", help="then profile mini_llm's steps")
+    parser.add_argument(
+        "--whole", action="store_true", help="run mini_llm's batches whole, not split across cores"
+    )
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -128,15 +135,28 @@ def main():
         "transformers, gelu_new (GPT-2 default)": HFWithLoss(config, "gelu_new"),
         "transformers, gelu (same as mini_llm)": HFWithLoss(config, "gelu"),
     }
+    split = cpu_parallel.decide(
+        ours, device, compiled=args.compile, low_precision=low_precision, enabled=not args.whole
+    )
+    # What each contender runs in: its products' library, and the cores sharing its rows.
     paths = {name: contextlib.nullcontext for name in models}
+    split_paths = {name: False for name in models}
+    split_paths["mini_llm"] = True
     if decision and decision.use_onednn:
         torch.manual_seed(0)
         models["mini_llm, plain nn.Linear products"] = GPT(config)
         paths["mini_llm, plain nn.Linear products"] = lambda: cpu_linear.forced(False)
+        split_paths["mini_llm, plain nn.Linear products"] = True
+    if split.workers:
+        torch.manual_seed(0)
+        models["mini_llm, batch whole (not split)"] = GPT(config)
+        paths["mini_llm, batch whole (not split)"] = contextlib.nullcontext
+        split_paths["mini_llm, batch whole (not split)"] = False
     if args.also_compiled and not args.compile:
         torch.manual_seed(0)
         models["mini_llm, torch.compile"] = GPT(config)
         paths["mini_llm, torch.compile"] = contextlib.nullcontext
+        split_paths["mini_llm, torch.compile"] = False
     for model in models.values():
         model.to(device)
     optimizers = {name: make_optimizer(model, run.train, device) for name, model in models.items()}
@@ -153,7 +173,12 @@ def main():
     for round_ in range(args.rounds):
         for name, model in runners.items():
             warmup = 5 if round_ == 0 else 2
-            with paths[name]():
+            with (
+                paths[name](),
+                cpu_parallel.workers_for(
+                    split if split_paths[name] else cpu_parallel.Decision(0, "")
+                ) as cores,
+            ):
                 times[name] += train_step_times(
                     model,
                     batches[:warmup] + batches,
@@ -161,6 +186,7 @@ def main():
                     warmup=warmup,
                     grad_clip=run.train.grad_clip,
                     autocast_to=low_precision,
+                    cores=cores,
                 )
     loads.append(load_average())
     median = {name: statistics.median(t) for name, t in times.items()}
@@ -174,6 +200,7 @@ def main():
         print(f"GPU {torch.cuda.get_device_name(device)}, {low_precision} autocast, TF32 products")
     else:
         print(decision)
+        print(split)
     print(
         f"shape {args.config} {' '.join(args.overrides)}: batch {B}x{T}, "
         f"{ours.num_parameters():,} parameters, {mode}, {torch.get_num_threads()} threads, "

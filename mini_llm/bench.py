@@ -11,6 +11,8 @@ import time
 import torch
 from torch import nn
 
+from mini_llm.cpu_parallel import CoreWorkers
+
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
@@ -24,21 +26,27 @@ def train_step_times(
     warmup: int = 5,
     grad_clip: float = 1.0,
     autocast_to: torch.dtype | None = None,
+    cores: CoreWorkers | None = None,
 ) -> list[float]:
     """Milliseconds of each training step (forward, backward, clip, AdamW) over ``batches``.
 
     The first ``warmup`` batches are run but not timed (allocator and kernel warm-up, and
     compilation when the model is compiled). ``autocast_to`` (e.g. ``torch.bfloat16``) runs the
     forward pass under autocast, as the trainer does on a GPU; ``None`` runs it in float32.
+    ``cores`` shares each batch's rows among the CPU's cores, as the trainer does where
+    :func:`mini_llm.cpu_parallel.decide` says so.
     """
     device = next(model.parameters()).device
     times = []
     for i, (x, y) in enumerate(batches):
         _sync(device)
         start = time.perf_counter()
-        with torch.autocast(device.type, dtype=autocast_to, enabled=autocast_to is not None):
-            _, loss = model(x, y)
-        loss.backward()
+        if cores:
+            cores.forward_backward(model, x, y)
+        else:
+            with torch.autocast(device.type, dtype=autocast_to, enabled=autocast_to is not None):
+                _, loss = model(x, y)
+            loss.backward()
         if grad_clip:
             nn.utils.clip_grad_norm_(model.parameters(), grad_clip, foreach=True)  # as train()
         optimizer.step()

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from mini_llm import configs, cpu_linear
+from mini_llm import configs, cpu_linear, cpu_parallel
 from mini_llm.bpe import BPETokenizer
 from mini_llm.checkpoint import CheckpointError, load_checkpoint
 from mini_llm.corpus import CORPORA, CorpusError, load_text
@@ -593,7 +593,17 @@ def run_bench(args) -> None:
     B, T = run.data["batch_size"], model_config.block_size
     batches = [(torch.randint(96, (B, T), device=device),) * 2 for _ in range(args.steps + 5)]
     optimizer = make_optimizer(model, run.train, device)
-    ms = train_step_times(runner, batches, optimizer, autocast_to=low_precision)
+    split = cpu_parallel.decide(
+        model,
+        device,
+        compiled=run.train.compile,
+        low_precision=low_precision,
+        enabled=run.train.split_across_cores,
+    )
+    if device.type == "cpu":
+        print(split)
+    with cpu_parallel.workers_for(split) as cores:
+        ms = train_step_times(runner, batches, optimizer, autocast_to=low_precision, cores=cores)
     step_ms = statistics.median(ms)
     how = [str(low_precision).removeprefix("torch.") if low_precision else "float32"]
     how += ["torch.compile"] if run.train.compile else []

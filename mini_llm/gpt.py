@@ -323,6 +323,15 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T), ignore_index=-1)
         return logits, loss
 
+    @staticmethod
+    def counted_targets(targets: torch.Tensor) -> int:
+        """How many targets the loss of :meth:`forward` averages over (all but the -1s).
+
+        With it the trainer can split a batch into shares and weight each share's loss by its
+        share of the targets (:mod:`mini_llm.cpu_parallel`).
+        """
+        return int((targets != -1).sum())
+
     @torch.no_grad()
     def attention_maps(self, idx: torch.Tensor) -> list[torch.Tensor]:
         """Attention weights (B, H, T, T) of every block for ``idx``: what looks where.

@@ -121,6 +121,10 @@ def test_the_profile_puts_each_operator_in_its_own_kind(glued):
 
 def test_accumulation_resume_and_ddp_give_the_same_update(page, glued):
     assert shown(page, glued, "ch12_accum_gap", ".1e") < 1e-5  # float32 rounding
+    assert shown(page, glued, "ch12_split_gap", ".1e") < 1e-5  # rows split across two cores
+    for name in ("ch12_split_ms", "ch12_whole_ms"):  # both times stated, from this build
+        assert shown(page, glued, name, ".1f") > 0
+    assert "batch rows split across 2 cores: one thread each" in page[1]  # the split was made
     assert shown(page, glued, "ch12_resume_gap", ".1e") == 0  # "continued exactly"
     assert shown(page, glued, "ch12_ddp_gap", ".1e") < 1e-5
     assert glued["ch12_ddp_ranks_equal"] is True

@@ -552,6 +552,7 @@ KEY_VALUES = {
     "checkpoint_interval": "4",
     "dtype": "fp32",
     "compile": "true",
+    "split_across_cores": "false",
     "seed": "7",
     "progress": "true",
     "batch_size": "4",
@@ -719,6 +720,15 @@ def test_bench_runs_on_a_tiny_shape(capsys):
     assert "ms/step" in out and "tokens/s with KV cache" in out
     assert "on cpu (float32)" in out  # as train() runs this config: float32, not compiled
     assert str(cpu_linear.decision()) in out  # which linear layers were timed, and why
+
+
+def test_bench_says_whether_it_split_the_batch_across_cores(capsys):
+    """Two threads split the rows (as train() would); the config key turns it off, and says so."""
+    command = ["bench", "--device", "cpu", "--steps", "2", "--new-tokens", "4", "--threads", "2"]
+    assert main([*command, *TINY[:5]]) == 0
+    assert "batch rows split across 2 cores: one thread each" in capsys.readouterr().out
+    assert main([*command, *TINY[:5], "split_across_cores=false"]) == 0
+    assert "batch rows not split across cores: split_across_cores=False" in capsys.readouterr().out
 
 
 def test_the_installed_mini_llm_command_runs_the_cli():
