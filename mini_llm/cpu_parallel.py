@@ -5,8 +5,9 @@ model is made of small operations, a few hundred microseconds each, and every on
 for handing work to the other cores and waiting until all are done. Splitting the *batch*
 instead costs one hand-off per step: each core runs forward and backward for its share of the
 rows on its own, one thread, and the gradients are added up at the end. For
-``shakespeare-char-cpu`` on two cores that made a training step 6-14 % faster, with AVX-512 and
-with AVX2 alike (``benchmarks/train_throughput.py``, ``benchmarks/README.md``).
+``shakespeare-char-cpu`` on two cores that made the typical training step faster, with AVX-512
+and with AVX2 alike (``benchmarks/train_throughput.py``; the figures are in
+``benchmarks/README.md``).
 
 The result is the whole batch's gradient, equal to rounding, when the loss is the mean over the
 batch's targets: each share's loss is weighted by its share of the targets. A model says how
