@@ -89,7 +89,8 @@ def load_average() -> str:
 
 
 def print_profile(model, batches, optimizer, grad_clip: float, rows: int = 15):
-    """Where mini_llm's step goes: the operators that take the most time of their own."""
+    """Where mini_llm's step goes (its batches whole, on all threads): the operators that take
+    the most time of their own."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
@@ -138,25 +139,21 @@ def main():
     split = cpu_parallel.decide(
         ours, device, compiled=args.compile, low_precision=low_precision, enabled=not args.whole
     )
-    # What each contender runs in: its products' library, and the cores sharing its rows.
-    paths = {name: contextlib.nullcontext for name in models}
-    split_paths = {name: False for name in models}
-    split_paths["mini_llm"] = True
+    paths = {name: contextlib.nullcontext for name in models}  # its products' library
+    split_rows = {"mini_llm"}  # the contenders whose rows the cores share, as the trainer would
     if decision and decision.use_onednn:
         torch.manual_seed(0)
         models["mini_llm, plain nn.Linear products"] = GPT(config)
         paths["mini_llm, plain nn.Linear products"] = lambda: cpu_linear.forced(False)
-        split_paths["mini_llm, plain nn.Linear products"] = True
+        split_rows.add("mini_llm, plain nn.Linear products")
     if split.workers:
         torch.manual_seed(0)
         models["mini_llm, batch whole (not split)"] = GPT(config)
         paths["mini_llm, batch whole (not split)"] = contextlib.nullcontext
-        split_paths["mini_llm, batch whole (not split)"] = False
     if args.also_compiled and not args.compile:
         torch.manual_seed(0)
         models["mini_llm, torch.compile"] = GPT(config)
         paths["mini_llm, torch.compile"] = contextlib.nullcontext
-        split_paths["mini_llm, torch.compile"] = False
     for model in models.values():
         model.to(device)
     optimizers = {name: make_optimizer(model, run.train, device) for name, model in models.items()}
@@ -173,11 +170,10 @@ def main():
     for round_ in range(args.rounds):
         for name, model in runners.items():
             warmup = 5 if round_ == 0 else 2
+            whole = cpu_parallel.Decision(0, "runs its batches whole")
             with (
                 paths[name](),
-                cpu_parallel.workers_for(
-                    split if split_paths[name] else cpu_parallel.Decision(0, "")
-                ) as cores,
+                cpu_parallel.workers_for(split if name in split_rows else whole) as cores,
             ):
                 times[name] += train_step_times(
                     model,
