@@ -24,8 +24,8 @@ import time
 
 import torch
 
-from mini_llm import cpu_linear
-from mini_llm.cpu_linear import Linear
+from mini_llm.engine import cpu_linear
+from mini_llm.engine.cpu_linear import Linear
 
 ROWS = 12 * 64
 LAYERS = {  # name: (in features, out features)

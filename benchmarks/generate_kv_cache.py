@@ -15,8 +15,8 @@ import argparse
 
 import torch
 
-from mini_llm import configs
-from mini_llm.bench import generation_tokens_per_s
+from mini_llm.engine import configs
+from mini_llm.engine.bench import generation_tokens_per_s
 from mini_llm.gpt import GPT, GPTConfig
 
 

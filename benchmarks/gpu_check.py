@@ -32,14 +32,15 @@ from pathlib import Path
 
 import torch
 
-from mini_llm import configs
-from mini_llm.bench import gpt_flops_per_token, gpu_work_per_step, mfu, train_step_times
 from mini_llm.cli import default_data_dir
 from mini_llm.corpus import load_text
-from mini_llm.data import RandomBatches, load_meta, load_split, prepare
+from mini_llm.engine import configs
+from mini_llm.engine.bench import gpu_work_per_step, train_step_times
+from mini_llm.engine.data import RandomBatches, load_meta, load_split, prepare
+from mini_llm.engine.train import autocast_dtype, make_optimizer, train, use_tf32_products
+from mini_llm.flops import gpt_flops_per_token, mfu
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.gpu_results import SCHEMA
-from mini_llm.train import autocast_dtype, make_optimizer, train, use_tf32_products
 
 ROOT = Path(__file__).resolve().parents[1]
 # Dense bf16 tensor-core peaks from NVIDIA's data sheets (SXM parts), FLOP/s.

@@ -6,10 +6,10 @@ backward, gradient clipping, optimizer step). The peer runs twice: as GPT-2 ship
 (``activation_function="gelu_new"``, written as a chain of elementwise ops) and with
 ``"gelu"``, the same function and kernel as the course model's default, so that what is left
 is the course model's own engineering. Where this process decided to run the linear layers'
-products in oneDNN (``mini_llm/cpu_linear.py``, ``cpu_matmul.py``), mini_llm also runs a second
+products in oneDNN (``mini_llm/engine/cpu_linear.py``, ``cpu_matmul.py``), mini_llm also runs a second
 time with plain ``nn.Linear`` products: what it does on a CPU where oneDNN does not help.
 Where the trainer would split each batch's rows across the CPU's cores
-(``mini_llm/cpu_parallel.py``), mini_llm runs so, and once more with its batches whole
+(``mini_llm/engine/cpu_parallel.py``), mini_llm runs so, and once more with its batches whole
 (``--whole`` turns the split off). The peers run their batches whole: they have no
 ``counted_targets``, so the trainer would not split theirs either. They take turns in rounds,
 so load from other processes hits all alike; the script prints the CPU, its capability, the
@@ -38,10 +38,10 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from mini_llm import configs, cpu_linear, cpu_parallel
-from mini_llm.bench import train_step_times
+from mini_llm.engine import configs, cpu_linear, cpu_parallel
+from mini_llm.engine.bench import train_step_times
+from mini_llm.engine.train import autocast_dtype, make_optimizer, use_tf32_products
 from mini_llm.gpt import GPT, GPTConfig
-from mini_llm.train import autocast_dtype, make_optimizer, use_tf32_products
 
 
 class HFWithLoss(torch.nn.Module):

@@ -5,3 +5,7 @@ notebooks rebuild them under the same names.
 """
 
 __version__ = "0.1.0"
+
+from mini_llm import _old_names
+
+_old_names.install()

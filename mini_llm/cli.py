@@ -20,11 +20,11 @@ from typing import NamedTuple
 
 import torch
 
-from mini_llm import configs, cpu_linear, cpu_parallel
 from mini_llm.bpe import BPETokenizer
-from mini_llm.checkpoint import CheckpointError, load_checkpoint
 from mini_llm.corpus import CORPORA, CorpusError, load_text
-from mini_llm.data import (
+from mini_llm.engine import configs, cpu_linear, cpu_parallel
+from mini_llm.engine.checkpoint import CheckpointError, load_checkpoint
+from mini_llm.engine.data import (
     SPLITS,
     RandomBatches,
     check_val_fraction,
@@ -33,12 +33,8 @@ from mini_llm.data import (
     prepare,
     training_text,
 )
-from mini_llm.device import pick_device
-from mini_llm.gpt import GPT, GPTConfig
-from mini_llm.grading import cli as grading_cli
-from mini_llm.learner import cli as learner_cli
-from mini_llm.tokenizer import tokenizer_from_dict
-from mini_llm.train import (
+from mini_llm.engine.device import pick_device
+from mini_llm.engine.train import (
     TrainingDivergedError,
     autocast_dtype,
     first_difference,
@@ -46,6 +42,10 @@ from mini_llm.train import (
     train,
     use_tf32_products,
 )
+from mini_llm.gpt import GPT, GPTConfig
+from mini_llm.grading import cli as grading_cli
+from mini_llm.learner import cli as learner_cli
+from mini_llm.tokenizer import tokenizer_from_dict
 
 # OSError: a folder that cannot be made or written, a full disk, a missing file.
 USER_ERRORS = (ValueError, OSError, CheckpointError, CorpusError, TrainingDivergedError)
@@ -265,7 +265,7 @@ RESUMABLE_KEYS = ("model_config", "train_config", "optimizer", "step", "ranks", 
 
 
 def check_resumable(checkpoint: dict, path: Path) -> None:
-    """A checkpoint from elsewhere (``mini_llm.train.train`` called from Python, another
+    """A checkpoint from elsewhere (``mini_llm.engine.train.train`` called from Python, another
     program) lacks what a resumed run needs; say so instead of failing on a missing key."""
     missing = [key for key in RESUMABLE_KEYS if key not in checkpoint]
     if missing:
@@ -569,7 +569,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_bench(args) -> None:
-    from mini_llm.bench import generation_tokens_per_s, train_step_times
+    from mini_llm.engine.bench import generation_tokens_per_s, train_step_times
 
     run = configs.resolve(args.config, args.overrides)
     if args.steps < 1 or args.new_tokens < 1:

@@ -111,7 +111,7 @@ class SkipGram(nn.Module):
 
     ``forward(centers, candidates)`` scores each center (B,) against its candidates (B, 1 + K)
     -- the real context first, then K noise words -- and returns ``(scores, loss)``, so the
-    course's training loop (:func:`mini_llm.train.train`) trains it like any other model.
+    course's training loop (:func:`mini_llm.engine.train.train`) trains it like any other model.
     """
 
     def __init__(self, vocab_size: int, dim: int):

@@ -8,7 +8,7 @@ without a careful warm-up. The output head reuses the token embedding matrix (we
 Attention has two paths that compute the same thing:
 
 * ``explicit`` -- softmax(Q Kᵀ / √d_k) V with the causal mask, by chapter 8's functions
-  (:mod:`mini_llm.attention`), for reading and tests;
+  (:mod:`mini_llm.self_attention`), for reading and tests;
 * ``fused``    -- ``torch.nn.functional.scaled_dot_product_attention``, PyTorch's fused kernel,
   which never materialises the T×T weight matrix and is the fast default.
 
@@ -27,8 +27,8 @@ from torch import nn
 
 # Chapters 8 and 9's functions are looked up through their modules when called, not bound here,
 # so that mini_llm.learner can swap a learner's own versions in (``mini-llm train --learner``).
-from mini_llm import attention, transformer
-from mini_llm.cpu_linear import Linear  # nn.Linear, with faster products on some CPUs
+from mini_llm import self_attention, transformer
+from mini_llm.engine.cpu_linear import Linear  # nn.Linear, with faster products on some CPUs
 
 ACTIVATIONS = {
     "gelu": lambda x: F.gelu(x),  # exact: x·Φ(x)
@@ -128,7 +128,7 @@ def cached_causal_mask(queries: int, keys: int, device=None) -> torch.Tensor:
     of ``keys`` positions are new and the earlier ones sit in a KV cache. Each new token sees
     every cached key and the new tokens up to itself: the last rows of the causal mask over all
     ``keys`` positions."""
-    return attention.causal_mask(keys)[keys - queries :].to(device)
+    return self_attention.causal_mask(keys)[keys - queries :].to(device)
 
 
 def causal_attention_weights(
@@ -153,14 +153,14 @@ def causal_attention_weights(
 
 def explicit_attention(q, k, v, dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(Q Kᵀ / √d_k) V with the causal mask, written out by chapter 8's
-    :func:`~mini_llm.attention.scaled_dot_product_attention`: (output, weights).
+    :func:`~mini_llm.self_attention.scaled_dot_product_attention`: (output, weights).
 
     q is (B, H, T, d_k); k and v are (B, H, S, ·) with S ≥ T (the first S − T from a KV
     cache). Each row of the weights (B, H, T, S) sums to 1; dropout, when training, drops
     weights before they mix the values.
     """
     mask = cached_causal_mask(q.size(-2), k.size(-2), q.device)
-    output, weights = attention.scaled_dot_product_attention(q, k, v, mask)
+    output, weights = self_attention.scaled_dot_product_attention(q, k, v, mask)
     if dropout_p > 0.0:
         output = F.dropout(weights, p=dropout_p) @ v
     return output, weights
@@ -181,7 +181,9 @@ class CausalSelfAttention(nn.Module):
 
     def heads(self, x: torch.Tensor):
         """Queries, keys and values of ``x`` (B, T, C), each (B, H, T, C/H): one set per head."""
-        return [attention.split_heads(part, self.n_head) for part in self.qkv(x).chunk(3, dim=-1)]
+        return [
+            self_attention.split_heads(part, self.n_head) for part in self.qkv(x).chunk(3, dim=-1)
+        ]
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         q, k, v = self.heads(x)
@@ -192,7 +194,7 @@ class CausalSelfAttention(nn.Module):
             y = self._fused(q, k, v, dropout_p)
         else:
             y, _ = explicit_attention(q, k, v, dropout_p)
-        y = attention.combine_heads(y)  # heads side by side again
+        y = self_attention.combine_heads(y)  # heads side by side again
         return self.resid_dropout(self.proj(y))
 
     @staticmethod
@@ -328,7 +330,7 @@ class GPT(nn.Module):
         """How many targets the loss of :meth:`forward` averages over (all but the -1s).
 
         With it the trainer can split a batch into shares and weight each share's loss by its
-        share of the targets (:mod:`mini_llm.cpu_parallel`).
+        share of the targets (:mod:`mini_llm.engine.cpu_parallel`).
         """
         return int((targets != -1).sum())
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mini_llm.bench import mfu
+from mini_llm.flops import mfu
 
 SCHEMA = 1
 REQUIRED = {

@@ -9,7 +9,7 @@ The model still reads a fixed window of the ``context_length`` previous tokens, 
    P(next token | context).
 
 Training minimises the cross-entropy, the average negative log-likelihood of chapter 1, with the
-course's one training loop, :func:`mini_llm.train.train`: ``forward(x, y)`` returns
+course's one training loop, :func:`mini_llm.engine.train.train`: ``forward(x, y)`` returns
 ``(logits, loss)`` like every model of the course.
 """
 
@@ -79,7 +79,7 @@ def training_step(
 ) -> float:
     """One step of minibatch gradient descent on ``(x, y)``; returns the loss before the step.
 
-    This is the step that :func:`mini_llm.train.train` repeats (with learning-rate schedule,
+    This is the step that :func:`mini_llm.engine.train.train` repeats (with learning-rate schedule,
     clipping and checkpoints around it), written out on its own to be read and tested.
     """
     model.train()
@@ -115,7 +115,7 @@ def evaluate_perplexity(
 
 
 class RandomPairBatches:
-    """Random minibatches of ``(context, target)`` pairs, for :func:`mini_llm.train.train`.
+    """Random minibatches of ``(context, target)`` pairs, for :func:`mini_llm.engine.train.train`.
 
     Each call draws ``batch_size`` pairs with its own seeded generator, whose state is saved in
     checkpoints (``state_dict``), so a resumed run draws the same batches.

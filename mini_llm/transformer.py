@@ -7,7 +7,7 @@ each residual sum (post-LN, ``norm(x + f(x))``); most models since normalise the
 sub-layer instead (pre-LN, ``x + f(norm(x))``), which keeps an identity path from the loss to
 every layer and trains deep stacks without a learning-rate warm-up (Xiong et al., 2020).
 
-All attention here is :mod:`mini_llm.attention`'s; masks are boolean, True = may attend.
+All attention here is :mod:`mini_llm.self_attention`'s; masks are boolean, True = may attend.
 """
 
 from __future__ import annotations
@@ -18,16 +18,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mini_llm.attention import (
+# Chapter 9's learning-rate schedule; it lives in mini_llm.schedules, which the training loop
+# imports without loading this module.
+from mini_llm.schedules import noam_learning_rate  # noqa: F401 (re-exported)
+from mini_llm.self_attention import (
     MultiHeadAttention,
     PositionalEncoding,
     causal_mask,
     multi_head_attention,
 )
-
-# Chapter 9's learning-rate schedule; it lives in mini_llm.schedules, which the training loop
-# imports without loading this module.
-from mini_llm.schedules import noam_learning_rate  # noqa: F401 (re-exported)
 
 
 def layer_norm(

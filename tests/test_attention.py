@@ -1,4 +1,4 @@
-"""mini_llm.attention against PyTorch's own attention, and the GPT built on the same formula."""
+"""mini_llm.self_attention against PyTorch's own attention, and the GPT built on the same formula."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mini_llm.attention import (
+from mini_llm.gpt import GPT, CausalSelfAttention, GPTConfig
+from mini_llm.self_attention import (
     MultiHeadAttention,
     PositionalEncoding,
     causal_mask,
@@ -20,7 +21,6 @@ from mini_llm.attention import (
     sinusoidal_positional_encoding,
     split_heads,
 )
-from mini_llm.gpt import GPT, CausalSelfAttention, GPTConfig
 
 
 def _qkv(*batch, T=5, S=7, d_k=8, d_v=6, seed=0, dtype=torch.float64):

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from mini_llm import cpu_linear
-from mini_llm.bench import flops_per_token, gpt_flops_per_token, mfu, train_step_times
+from mini_llm.engine import cpu_linear
+from mini_llm.engine.bench import train_step_times
+from mini_llm.flops import flops_per_token, gpt_flops_per_token, mfu
 from mini_llm.gpt import GPT, GPTConfig
 
 

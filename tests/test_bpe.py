@@ -15,7 +15,7 @@ from mini_llm import bpe
 from mini_llm.bpe import BPETokenizer, count_pairs, decode, encode, merge, pretokenize, train_bpe
 from mini_llm.cli import main
 from mini_llm.corpus import load_corpus, load_text
-from mini_llm.data import load_meta, load_split, load_tokenizer_of, prepare, training_text
+from mini_llm.engine.data import load_meta, load_split, load_tokenizer_of, prepare, training_text
 from mini_llm.tokenizer import CharTokenizer, OutOfVocabularyError, Tokenizer, load_tokenizer
 from mini_llm.vocab import UnknownTokenError, Vocabulary
 

@@ -470,8 +470,8 @@ def test_gradient_noise_is_also_measured_on_the_trained_model(page):
 def test_weight_decay_is_described_as_the_loop_applies_it(page):
     import torch
 
+    from mini_llm.engine.train import TrainConfig, make_optimizer
     from mini_llm.mlp_lm import MLPLanguageModel
-    from mini_llm.train import TrainConfig, make_optimizer
 
     _, text = page
     flowing = " ".join(text.split())

@@ -13,11 +13,11 @@ import torch
 from _book_helpers import glued_values, html_tables, read_page
 
 from mini_llm.corpus import load_text
+from mini_llm.engine.train import TrainConfig
 from mini_llm.ngram import count_bigrams
 from mini_llm.rnn import RNNLanguageModel, rnn_step
 from mini_llm.smoothing import add_k_probabilities
 from mini_llm.tokenizer import CharTokenizer
-from mini_llm.train import TrainConfig
 
 PROMPT = "ROMEO:\n"
 

@@ -12,10 +12,10 @@ import re
 import pytest
 from _book_helpers import read_page
 
-from mini_llm.bench import gpt_flops_per_token
 from mini_llm.bpe import BPETokenizer
 from mini_llm.corpus import load_corpus, load_text
-from mini_llm.data import training_text
+from mini_llm.engine.data import training_text
+from mini_llm.flops import gpt_flops_per_token
 from mini_llm.gpt import GPTConfig
 from mini_llm.tokenizer import CharTokenizer, OutOfVocabularyError, UnknownCharacterError
 from mini_llm.vocab import UnknownTokenError, Vocabulary, word_tokens

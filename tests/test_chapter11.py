@@ -16,8 +16,8 @@ import torch
 from _book_helpers import BOOK_DIR, html_tables, read_page
 
 from mini_llm.cli import DEFAULT_CONFIG, build_parser
-from mini_llm.configs import CONFIGS, resolve
-from mini_llm.data import prepare
+from mini_llm.engine.configs import CONFIGS, resolve
+from mini_llm.engine.data import prepare
 from mini_llm.generate import next_token
 from mini_llm.gpt import MLP as GPT_MLP
 from mini_llm.gpt import GPTConfig, parameter_count

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from _book_helpers import BOOK_DIR, html_tables, html_text, read_page
 
-from mini_llm import configs
-from mini_llm.bench import gpt_flops_per_token, mfu
 from mini_llm.corpus import load_text
-from mini_llm.data import prepare
+from mini_llm.engine import configs
+from mini_llm.engine.data import prepare
+from mini_llm.flops import gpt_flops_per_token, mfu
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.gpu_results import read_gpu_results, step_mfu, summary_sentence, timing_spread
 from mini_llm.scaling import fit_power_law
@@ -216,7 +216,7 @@ def test_scaling_sweep_fit_and_its_claims(page, glued):
     tokens = shown(page, glued, "ch12_sweep_tokens", ",")
     assert tokens == 200 * 16 * 32
     # "the first 90 % of the text ... validated on the last 10 %": the page's cut, which is
-    # the course's (mini_llm.data.prepare)
+    # the course's (mini_llm.engine.data.prepare)
     train_pct, val_pct = glued["ch12_train_pct"], glued["ch12_val_pct"]
     assert train_pct + val_pct == pytest.approx(100)
     val_fraction = inspect.signature(prepare).parameters["val_fraction"].default

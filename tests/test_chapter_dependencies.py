@@ -26,10 +26,10 @@ READY = manifest.load().ready()
 
 def test_import_forms():
     assert imported_names("import mini_llm.gpt as g") == {"mini_llm.gpt"}
-    assert imported_names("from mini_llm import gpt, train") == {
+    assert imported_names("from mini_llm import gpt, engine") == {
         "mini_llm",
         "mini_llm.gpt",
-        "mini_llm.train",
+        "mini_llm.engine",
     }
     assert imported_names("def f():\n    from mini_llm.rnn import rnn_step") == {
         "mini_llm.rnn",
@@ -40,9 +40,9 @@ def test_import_forms():
         "mini_llm.grading",
         "mini_llm.grading.wire",
     }
-    assert imported_names("from ..train import train", runner) == {
-        "mini_llm.train",
-        "mini_llm.train.train",
+    assert imported_names("from ..engine.train import train", runner) == {
+        "mini_llm.engine.train",
+        "mini_llm.engine.train.train",
     }
     assert imported_names("from .cli import main", "mini_llm.grading", is_package=True) == {
         "mini_llm.grading.cli",
@@ -169,14 +169,14 @@ def test_found_modules_include_every_module_python_loads(loaded_by_python, chapt
     assert loaded <= GRAPH.page_dependencies(chapter.source)
 
 
-@pytest.mark.parametrize("module", ["mini_llm.attention", "mini_llm.transformer"])
+@pytest.mark.parametrize("module", ["mini_llm.self_attention", "mini_llm.transformer"])
 def test_attention_and_the_transformer_reach_only_the_chapters_that_load_them(
     loaded_by_python, module
 ):
     """The training loop's noam schedule lives in mini_llm.schedules, not beside the Transformer:
     editing attention.py or transformer.py re-executes the chapters that use them (through the
     GPT too), not every chapter that trains a model."""
-    assert module not in GRAPH.closure({"mini_llm.train"})
+    assert module not in GRAPH.closure({"mini_llm.engine.train"})
     found = {chapter.page for chapter in READY if module in GRAPH.page_dependencies(chapter.source)}
     loaded = {page for page, modules in loaded_by_python.items() if module in modules}
     assert found and found == loaded

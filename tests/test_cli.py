@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from mini_llm import cli, configs, cpu_linear
-from mini_llm.checkpoint import load_checkpoint
+from mini_llm import cli
 from mini_llm.cli import COMMANDS, main
 from mini_llm.corpus import CORPORA
-from mini_llm.data import RandomBatches, load_meta, prepare
-from mini_llm.train import TrainResult
+from mini_llm.engine import configs, cpu_linear
+from mini_llm.engine.checkpoint import load_checkpoint
+from mini_llm.engine.data import RandomBatches, load_meta, prepare
+from mini_llm.engine.train import TrainResult
 
 # Small, yet big enough that the q,k,v and MLP products take cpu_linear's oneDNN path, which
 # the command-line runs below are forced to use (MINI_LLM_ONEDNN=on) on any x86 CPU.

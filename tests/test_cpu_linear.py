@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch.func import functional_call, grad, vmap
 
-from mini_llm import cpu_linear
-from mini_llm.cpu_linear import Decision, Linear, onednn_available, uses_onednn
+from mini_llm.engine import cpu_linear
+from mini_llm.engine.cpu_linear import Decision, Linear, onednn_available, uses_onednn
 from mini_llm.gpt import GPT, GPTConfig
 
 x86_only = pytest.mark.skipif(

@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from mini_llm.cpu_parallel import CoreWorkers, decide
+from mini_llm.engine.cpu_parallel import CoreWorkers, decide
+from mini_llm.engine.train import TrainConfig, train
 from mini_llm.gpt import GPT, GPTConfig
-from mini_llm.train import TrainConfig, train
 
 CONFIG = GPTConfig(vocab_size=23, block_size=8, n_layer=2, n_head=2, n_embd=16)
 CPU = torch.device("cpu")

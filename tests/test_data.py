@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from mini_llm.data import (
+from mini_llm.engine.data import (
     RandomBatches,
     load_split,
     load_tokenizer_of,

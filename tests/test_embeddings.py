@@ -18,7 +18,7 @@ from mini_llm.embeddings import (
     skipgram_pairs,
     subsample_frequent,
 )
-from mini_llm.train import TrainConfig, train
+from mini_llm.engine.train import TrainConfig, train
 
 
 def pair_set(centers, contexts):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mini_llm.bench import mfu
+from mini_llm.flops import mfu
 from mini_llm.gpu_results import (
     ResultsError,
     describe_gpu_results,

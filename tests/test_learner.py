@@ -22,15 +22,16 @@ import torch
 from _exercise_helpers import ASSIGNMENTS, EXERCISES, SOLUTIONS, cell_by_grade_id, grader_meta
 from nbformat.v4 import new_code_cell, new_notebook
 
-from mini_llm import attention, generate, gpt, train, transformer
-from mini_llm.checkpoint import load_checkpoint
+from mini_llm import generate, gpt, self_attention, transformer
 from mini_llm.cli import load_model
+from mini_llm.engine import train
+from mini_llm.engine.checkpoint import load_checkpoint
+from mini_llm.engine.train import TrainConfig
 from mini_llm.gpt import GPT, GPTConfig
 from mini_llm.grading import jail, limits
 from mini_llm.learner import LearnerError, adapters, export, probe, using
 from mini_llm.learner.cli import LEARNER_MODEL
 from mini_llm.learner.registry import PARTS, parts_of
-from mini_llm.train import TrainConfig
 
 REFERENCE_TOLERANCE = 1e-5  # the issue's bound on |learner - reference| loss, solved notebooks
 NO_SCALE = " / q.shape[-1] ** 0.5"  # the √d_k of the solution's scaled_dot_product_attention
@@ -155,10 +156,10 @@ def test_export_writes_one_module_per_chapter_and_the_status_of_every_part(solve
 def test_a_released_exercise_set_is_all_missing_and_the_package_stays_the_reference(tmp_path):
     parts = export(EXERCISES, tmp_path / "package")
     assert {p.status for p in parts} == {"missing"}
-    before = attention.scaled_dot_product_attention
+    before = self_attention.scaled_dot_product_attention
     with using(tmp_path / "package", verbose=False) as swapped:
         assert swapped.learners == []
-        assert attention.scaled_dot_product_attention is before
+        assert self_attention.scaled_dot_product_attention is before
         assert set(swapped.parts.values()) == {"missing"}
 
 
@@ -183,7 +184,7 @@ def test_a_partly_solved_set_uses_the_solved_parts_and_lists_the_rest(tmp_path, 
         root, "ch08_self_attention", "split_heads_impl", lambda s: _stub("split_heads", s)
     )
     export(root, tmp_path / "package")
-    originals = attention.scaled_dot_product_attention, transformer.layer_norm, gpt.normalize
+    originals = self_attention.scaled_dot_product_attention, transformer.layer_norm, gpt.normalize
     with using(tmp_path / "package") as swapped:
         assert swapped.learners == [
             "ch08_self_attention.scaled_dot_product_attention",
@@ -192,11 +193,11 @@ def test_a_partly_solved_set_uses_the_solved_parts_and_lists_the_rest(tmp_path, 
         ]
         assert swapped.parts["ch08_self_attention.split_heads"] == "missing"
         assert swapped.parts["ch09_transformer.layer_norm"] == "missing"
-        assert attention.scaled_dot_product_attention.__module__.startswith("mini_llm_learner")
+        assert self_attention.scaled_dot_product_attention.__module__.startswith("mini_llm_learner")
         assert (transformer.layer_norm, gpt.normalize) == originals[1:]
         model = GPT(GPTConfig(vocab_size=11, n_layer=1, n_embd=16, n_head=2, **LEARNER_MODEL))
         model(torch.zeros(1, 5, dtype=torch.long))  # runs on the mix
-    assert (attention.scaled_dot_product_attention, transformer.layer_norm) == originals[:2]
+    assert (self_attention.scaled_dot_product_attention, transformer.layer_norm) == originals[:2]
     said = capsys.readouterr().out
     assert f"3 of {len(PARTS)} are yours" in said
     assert "ch09_transformer" in said and "reference (missing): layer_norm" in said
@@ -448,7 +449,7 @@ def test_a_broken_cell_is_named_and_only_its_chapter_falls_back(tmp_path):
     message = str(raised.value)
     assert "ch08_self_attention.py fails to import" in message
     assert "(causal_mask_impl), line 1 of the cell: ModuleNotFoundError" in message
-    assert attention.causal_mask.__module__ == "mini_llm.attention"  # nothing was swapped
+    assert self_attention.causal_mask.__module__ == "mini_llm.self_attention"  # nothing was swapped
     checked = cli("learner", "check", str(tmp_path / "package"), cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     chapter_8 = [line for line in checked.stdout.splitlines() if "ch08_self_attention." in line]
@@ -504,7 +505,7 @@ def test_nothing_imports_a_learners_package_unasked(buggy, tmp_path):
     """$MINI_LLM_LEARNER reaches only --learner and use(): importing the package, or the
     grader, swaps nothing, and the grader's student processes never see the variable."""
     code = (
-        "import mini_llm.cli, mini_llm.grading.cli, mini_llm.learner, mini_llm.attention as a; "
+        "import mini_llm.cli, mini_llm.grading.cli, mini_llm.learner, mini_llm.self_attention as a; "
         "print(a.scaled_dot_product_attention.__module__)"
     )
     shown = subprocess.run(
@@ -516,7 +517,7 @@ def test_nothing_imports_a_learners_package_unasked(buggy, tmp_path):
         env={**os.environ, "MINI_LLM_LEARNER": str(buggy)},
         cwd=tmp_path,
     )
-    assert shown.stdout.strip() == "mini_llm.attention"
+    assert shown.stdout.strip() == "mini_llm.self_attention"
     os.environ["MINI_LLM_LEARNER"] = str(buggy)
     try:
         assert "MINI_LLM_LEARNER" not in limits.student_environment(str(tmp_path))

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from mini_llm.engine.train import TrainConfig, train
 from mini_llm.lstm import (
     SequenceClassifier,
     accuracy,
@@ -12,7 +13,6 @@ from mini_llm.lstm import (
     lstm_forward,
     lstm_step,
 )
-from mini_llm.train import TrainConfig, train
 
 B, T, D, H = 3, 6, 4, 5
 

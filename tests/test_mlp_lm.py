@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from mini_llm.corpus import load_corpus
+from mini_llm.engine.train import TrainConfig, train
 from mini_llm.evaluation import split_documents
 from mini_llm.mlp_lm import (
     MLPLanguageModel,
@@ -18,7 +19,6 @@ from mini_llm.mlp_lm import (
     training_step,
 )
 from mini_llm.smoothing import ngram_counts
-from mini_llm.train import TrainConfig, train
 from mini_llm.vocab import BOS, EOS, Vocabulary
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mini_llm.engine.train import TrainConfig, train
 from mini_llm.rnn import (
     RNNLanguageModel,
     clip_by_global_norm,
@@ -14,7 +15,6 @@ from mini_llm.rnn import (
     rnn_forward,
     rnn_step,
 )
-from mini_llm.train import TrainConfig, train
 
 B, T, D, H = 3, 7, 4, 5
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from mini_llm.engine.train import TrainConfig, train
 from mini_llm.seq2seq import (
     BOS,
     EOS,
@@ -17,7 +18,6 @@ from mini_llm.seq2seq import (
     number_to_words,
     vocabularies,
 )
-from mini_llm.train import TrainConfig, train
 
 
 @pytest.mark.parametrize(

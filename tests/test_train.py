@@ -15,12 +15,11 @@ import pytest
 import torch
 from torch import nn
 
-from mini_llm import cpu_linear
-from mini_llm.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from mini_llm.cpu_linear import Decision
-from mini_llm.data import RandomBatches
-from mini_llm.gpt import GPT, GPTConfig
-from mini_llm.train import (
+from mini_llm.engine import cpu_linear
+from mini_llm.engine.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from mini_llm.engine.cpu_linear import Decision
+from mini_llm.engine.data import RandomBatches
+from mini_llm.engine.train import (
     TrainConfig,
     TrainingDivergedError,
     autocast_dtype,
@@ -30,6 +29,7 @@ from mini_llm.train import (
     use_tf32_products,
     warmup_cosine_learning_rate,
 )
+from mini_llm.gpt import GPT, GPTConfig
 
 TOKENS = np.array([i % 7 for i in range(3000)], dtype=np.uint16)  # a very learnable sequence
 # (block_size, n_embd, batch_size): at "fast path" the q,k,v and MLP products are large enough
@@ -384,10 +384,10 @@ def test_gradient_accumulation_of_two_half_batches_equals_one_full_batch(size):
 DDP_SCRIPT = textwrap.dedent("""
     import os, sys, torch, numpy as np
     import torch.distributed as dist
-    from mini_llm import cpu_linear
-    from mini_llm.data import RandomBatches
+    from mini_llm.engine import cpu_linear
+    from mini_llm.engine.data import RandomBatches
     from mini_llm.gpt import GPT, GPTConfig
-    from mini_llm.train import TrainConfig, train
+    from mini_llm.engine.train import TrainConfig, train
 
     calls = []  # products sent to oneDNN (MINI_LLM_ONEDNN=on, and big enough)
     real = cpu_linear.onednn_matmul

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mini_llm.attention import MultiHeadAttention, multi_head_attention, padding_mask
+from mini_llm.self_attention import MultiHeadAttention, multi_head_attention, padding_mask
 from mini_llm.seq2seq import BOS, EOS, encode_batch, exact_match, number_to_words, vocabularies
 from mini_llm.transformer import (
     DecoderLayer,

@@ -41,7 +41,7 @@ def schedule_of_config(learning_rate_at: Callable, reference: Callable) -> Calla
 
 def cosine_of_config(step, max_lr, min_lr, warmup_iters, decay_iters):
     """The warm-up and cosine schedule of ``train.learning_rate_at``, from plain numbers."""
-    from mini_llm.train import TrainConfig, learning_rate_at
+    from mini_llm.engine.train import TrainConfig, learning_rate_at
 
     config = TrainConfig(
         learning_rate=max_lr,

@@ -71,10 +71,10 @@ ch07_attention      number_to_words                 mini_llm.seq2seq
 ch07_attention      masked_softmax                  mini_llm.seq2seq
 ch07_attention      additive_attention              mini_llm.seq2seq
 ch07_attention      exact_match                     mini_llm.seq2seq
-ch08_self_attention scaled_dot_product_attention    mini_llm.attention
-ch08_self_attention causal_mask                     mini_llm.attention
-ch08_self_attention split_heads                     mini_llm.attention
-ch08_self_attention sinusoidal_positional_encoding  mini_llm.attention
+ch08_self_attention scaled_dot_product_attention    mini_llm.self_attention
+ch08_self_attention causal_mask                     mini_llm.self_attention
+ch08_self_attention split_heads                     mini_llm.self_attention
+ch08_self_attention sinusoidal_positional_encoding  mini_llm.self_attention
 ch09_transformer    layer_norm                      mini_llm.transformer  also=mini_llm.gpt:normalize:norm_module
 ch09_transformer    feed_forward                    mini_llm.transformer
 ch09_transformer    attention_sublayer              mini_llm.transformer
@@ -89,9 +89,9 @@ ch11_gpt            causal_attention_weights        mini_llm.gpt
 ch11_gpt            filter_logits                   mini_llm.generate
 ch11_gpt            next_token                      mini_llm.generate
 ch11_gpt            parameter_count                 mini_llm.gpt          stand_in=parameter_count_of_config
-ch12_gpu_training   learning_rate_at                mini_llm.train:warmup_cosine_learning_rate  also=mini_llm.train:learning_rate_at:schedule_of_config  stand_in=cosine_of_config
-ch12_gpu_training   flops_per_token                 mini_llm.bench
-ch12_gpu_training   mfu                             mini_llm.bench
+ch12_gpu_training   learning_rate_at                mini_llm.engine.train:warmup_cosine_learning_rate  also=mini_llm.engine.train:learning_rate_at:schedule_of_config  stand_in=cosine_of_config
+ch12_gpu_training   flops_per_token                 mini_llm.flops
+ch12_gpu_training   mfu                             mini_llm.flops
 ch12_gpu_training   fit_power_law                   mini_llm.scaling
 """
 """One part a line: assignment, name, reference module (``module:name`` where the reference has

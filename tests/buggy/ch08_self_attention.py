@@ -18,7 +18,7 @@ import torch
 
 from ._registry import new_registry
 
-REFERENCE = ("mini_llm.attention",)
+REFERENCE = ("mini_llm.self_attention",)
 """the mini_llm modules that hold the reference of each graded part"""
 
 BUGS, ALTERNATIVES, bug, correct = new_registry()

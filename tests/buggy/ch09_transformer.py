@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mini_llm.attention import multi_head_attention
+from mini_llm.self_attention import multi_head_attention
 
 from ._registry import new_registry
 

@@ -8,7 +8,7 @@ instead of 6·N FLOPs, attention's FLOPs forgotten, MFU as a percentage, and a p
 as a straight line in log-log space (no floor C). ``ALTERNATIVES`` (at the end) holds correct
 answers written differently, which the hidden tests must accept.
 
-The schedule's reference is ``mini_llm.train.warmup_cosine_learning_rate``: the exercise calls
+The schedule's reference is ``mini_llm.engine.train.warmup_cosine_learning_rate``: the exercise calls
 it ``learning_rate_at`` (``RENAMED``), the name the trainer keeps for its config-taking wrapper.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from ._registry import new_registry
 
-REFERENCE = ("mini_llm.train", "mini_llm.bench", "mini_llm.scaling")
+REFERENCE = ("mini_llm.engine.train", "mini_llm.flops", "mini_llm.scaling")
 """the mini_llm modules that hold the reference of each graded part"""
 RENAMED = {"learning_rate_at": "warmup_cosine_learning_rate"}
 """exercise part -> the name of its reference in the REFERENCE modules, where they differ"""

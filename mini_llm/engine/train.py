@@ -4,7 +4,7 @@ Anything can be trained that has
 
 * a model: an ``nn.Module`` whose ``forward(x, y)`` returns ``(logits, loss)``, and
 * a batch function: a callable that returns ``(x, y)``; if it also has ``state_dict`` and
-  ``load_state_dict`` (like :class:`mini_llm.data.RandomBatches`), it is checkpointed too.
+  ``load_state_dict`` (like :class:`mini_llm.engine.data.RandomBatches`), it is checkpointed too.
 
 Example, in a notebook::
 
@@ -18,7 +18,7 @@ gradients add up), then clip the gradient norm, set the learning rate of this st
 warm-up, then cosine decay to ``min_lr``), and take an AdamW step. Weight decay applies to
 weight matrices only, not to biases, LayerNorm gains or embeddings. On a CPU with several
 threads, a GPT's forward and backward run as one share of the batch's rows per core
-(:mod:`mini_llm.cpu_parallel`, ``split_across_cores``): the same gradient, sooner.
+(:mod:`mini_llm.engine.cpu_parallel`, ``split_across_cores``): the same gradient, sooner.
 
 With ``out_dir`` set, the loop also writes ``ckpt.pt`` (atomically; resume with
 ``resume=True`` continues exactly where the run stopped), ``metrics.jsonl`` and ``loss.png``.
@@ -46,15 +46,16 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from mini_llm import cpu_parallel, schedules
-from mini_llm.checkpoint import (
+from mini_llm import schedules
+from mini_llm.engine import cpu_parallel
+from mini_llm.engine.checkpoint import (
     CheckpointError,
     load_checkpoint,
     rng_states,
     save_checkpoint,
     set_rng_states,
 )
-from mini_llm.device import pick_device
+from mini_llm.engine.device import pick_device
 
 Batches = Callable[[], tuple[torch.Tensor, torch.Tensor]]
 
@@ -91,7 +92,7 @@ class TrainConfig:
     # machine busy with other work, 1 can be many times faster: idle threads spin waiting.
     threads: int | None = None
     # On a CPU with several threads, each core runs forward and backward for its share of the
-    # batch's rows, one thread each (mini_llm.cpu_parallel); False runs every batch whole.
+    # batch's rows, one thread each (mini_llm.engine.cpu_parallel); False runs every batch whole.
     split_across_cores: bool = True
     seed: int = 1337
     progress: bool = True  # show a tqdm bar (in a notebook built into the book, pass False)

@@ -13,8 +13,8 @@ import types
 import typing
 from dataclasses import asdict, dataclass, fields
 
+from mini_llm.engine.train import TrainConfig
 from mini_llm.gpt import GPTConfig
-from mini_llm.train import TrainConfig
 
 DATA_DEFAULTS = {"corpus": "shakespeare", "batch_size": 12, "val_fraction": 0.1}
 
