@@ -27,7 +27,8 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from mini_llm.bpe import BPETokenizer, train_bpe
+from mini_llm.bpe import train_bpe
+from mini_llm.bpe_fast import BPETokenizer
 from mini_llm.corpus import load_corpus
 
 

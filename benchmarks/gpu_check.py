@@ -1,5 +1,5 @@
 """The GPU check behind ``benchmarks/gpu_check.sh``: one training run and short comparisons,
-written to one results file (the layout is in ``mini_llm/gpu_results.py``).
+written to one results file (the layout is in ``mini_llm/engine/results.py``).
 
 1. ``shakespeare-char-gpu`` for its full 5,000 steps (bf16 autocast and ``torch.compile`` on a
    GPU): validation loss curve, training time, tokens/s, MFU against the GPU's dense bf16 peak,
@@ -37,10 +37,10 @@ from mini_llm.corpus import load_text
 from mini_llm.engine import configs
 from mini_llm.engine.bench import gpu_work_per_step, train_step_times
 from mini_llm.engine.data import RandomBatches, load_meta, load_split, prepare
+from mini_llm.engine.results import SCHEMA
 from mini_llm.engine.train import autocast_dtype, make_optimizer, train, use_tf32_products
 from mini_llm.flops import gpt_flops_per_token, mfu
 from mini_llm.gpt import GPT, GPTConfig
-from mini_llm.gpu_results import SCHEMA
 
 ROOT = Path(__file__).resolve().parents[1]
 # Dense bf16 tensor-core peaks from NVIDIA's data sheets (SXM parts), FLOP/s.

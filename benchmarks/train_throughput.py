@@ -10,8 +10,8 @@ products in oneDNN (``mini_llm/engine/cpu_linear.py``, ``cpu_matmul.py``), mini_
 time with plain ``nn.Linear`` products: what it does on a CPU where oneDNN does not help.
 Where the trainer would split each batch's rows across the CPU's cores
 (``mini_llm/engine/cpu_parallel.py``), mini_llm runs so, and once more with its batches whole
-(``--whole`` turns the split off). The peers run their batches whole: they have no
-``counted_targets``, so the trainer would not split theirs either. They take turns in rounds,
+(``--whole`` turns the split off). The peers run their batches whole: the trainer splits
+only models whose loss it knows to be a mean over counted targets (``MEAN_OVER_TARGETS``). They take turns in rounds,
 so load from other processes hits all alike; the script prints the CPU, its capability, the
 linear-layer and split decisions, the load average before and after, and the median ms/step
 of each with the ratios, and the same for each one's fastest step (on a busy machine other
@@ -130,7 +130,10 @@ def main():
     loads = [load_average()]
     torch.manual_seed(0)
     ours = GPT(config)
-    decision = cpu_linear.decision() if device.type == "cpu" else None
+    decision = None
+    if device.type == "cpu":  # the engine's linear layers, as train() gives them on a CPU
+        decision = cpu_linear.decision()
+        cpu_linear.accelerate(ours)
     models = {
         "mini_llm": ours,
         "transformers, gelu_new (GPT-2 default)": HFWithLoss(config, "gelu_new"),
@@ -143,16 +146,16 @@ def main():
     split_rows = {"mini_llm"}  # the contenders whose rows the cores share, as the trainer would
     if decision and decision.use_onednn:
         torch.manual_seed(0)
-        models["mini_llm, plain nn.Linear products"] = GPT(config)
-        paths["mini_llm, plain nn.Linear products"] = lambda: cpu_linear.forced(False)
+        models["mini_llm, plain nn.Linear products"] = GPT(config)  # not accelerated
+        paths["mini_llm, plain nn.Linear products"] = contextlib.nullcontext
         split_rows.add("mini_llm, plain nn.Linear products")
     if split.workers:
         torch.manual_seed(0)
-        models["mini_llm, batch whole (not split)"] = GPT(config)
+        models["mini_llm, batch whole (not split)"] = cpu_linear.accelerate(GPT(config))
         paths["mini_llm, batch whole (not split)"] = contextlib.nullcontext
     if args.also_compiled and not args.compile:
         torch.manual_seed(0)
-        models["mini_llm, torch.compile"] = GPT(config)
+        models["mini_llm, torch.compile"] = cpu_linear.accelerate(GPT(config))
         paths["mini_llm, torch.compile"] = contextlib.nullcontext
     for model in models.values():
         model.to(device)

@@ -24,13 +24,10 @@ followed by one ``expect_*`` on its result.
 * ``expect_raises(errors, fn, *args, hint=..., **kwargs)`` -- the call must raise one of
   ``errors`` (bad input must be refused with a clear error, not answered wrongly).
 * ``show(value)`` and ``describe_call(fn, *args, **kwargs)`` -- the short text used in messages.
-* ``@beside_the_answers`` -- marks a test helper that works on the learner's objects themselves
-  (``backward()`` through the learner's model); see its docstring.
 """
 
 from __future__ import annotations
 
-import functools
 import reprlib
 import sys
 import sysconfig
@@ -44,7 +41,6 @@ import numpy as np
 
 __all__ = [
     "CheckFailed",
-    "beside_the_answers",
     "describe_call",
     "expect_close",
     "expect_equal",
@@ -142,31 +138,6 @@ def _fail(call: str, what: str, expected: str | None, got: str | None, hint: str
     if hint:
         lines.append(f"  Hint: {hint}")
     raise CheckFailed("\n".join(lines))
-
-
-beside: Callable | None = None
-"""Set by `mini-llm grade` while it replays a notebook: ``beside(helper, args, kwargs)`` runs a
-helper marked :func:`beside_the_answers` in the student's process."""
-
-
-def beside_the_answers(helper: Callable) -> Callable:
-    """Mark a test helper that must run where the learner's objects live.
-
-    In a notebook this changes nothing. When `mini-llm grade` replays a notebook, the learner's
-    code runs in a sandboxed process and the tests see copies of what it returns: a loss
-    without its autograd graph, say. A helper that needs the objects themselves (to call
-    ``backward()`` through the learner's model) is run in that process, and only the plain data
-    it returns comes back to be checked. It is *sent* there, with the globals it uses, where the
-    submission could read it: let it compute, and keep expected values and checks outside it.
-    """
-
-    @functools.wraps(helper)
-    def run_beside(*args: Any, **kwargs: Any) -> Any:
-        if beside is None:
-            return helper(*args, **kwargs)
-        return beside(helper, args, kwargs)
-
-    return run_beside
 
 
 def run(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str]:

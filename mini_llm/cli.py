@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from mini_llm.bpe import BPETokenizer
+from mini_llm.bpe_fast import BPETokenizer
 from mini_llm.corpus import CORPORA, CorpusError, load_text
 from mini_llm.engine import configs, cpu_linear, cpu_parallel
 from mini_llm.engine.checkpoint import CheckpointError, load_checkpoint
@@ -34,10 +34,10 @@ from mini_llm.engine.data import (
     training_text,
 )
 from mini_llm.engine.device import pick_device
+from mini_llm.engine.resume import first_difference
 from mini_llm.engine.train import (
     TrainingDivergedError,
     autocast_dtype,
-    first_difference,
     make_optimizer,
     train,
     use_tf32_products,
@@ -585,7 +585,8 @@ def run_bench(args) -> None:
     torch.manual_seed(0)
     model_config = GPTConfig(vocab_size=96, **run.model)
     model = GPT(model_config).to(device)
-    if device.type == "cpu":
+    if device.type == "cpu":  # as train() does
+        cpu_linear.accelerate(model)
         print(cpu_linear.decision())
     use_tf32_products(device)  # the step as train() runs it
     low_precision = autocast_dtype(device, run.train.dtype)

@@ -1,4 +1,6 @@
-"""Word embeddings learned by skip-gram with negative sampling (word2vec, Mikolov et al. 2013).
+"""Chapter 4 -- Word embeddings.
+
+Word embeddings learned by skip-gram with negative sampling (word2vec, Mikolov et al. 2013).
 
 A word is known by the company it keeps: skip-gram learns, for every word, a vector that is good
 at telling which words occur near it. Each position of the text gives (center, context) pairs for

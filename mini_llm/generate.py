@@ -1,4 +1,6 @@
-"""Text generation: pick the next token from the model's logits, append it, repeat.
+"""Chapter 11 -- GPT.
+
+Text generation: pick the next token from the model's logits, append it, repeat.
 
 Sampling controls, applied in this order to the last position's logits:
 
@@ -20,6 +22,38 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+
+class KVCache:
+    """Keys and values of the tokens one attention layer has already seen (B, H, T, hd),
+    allocated once for the whole context; ``length`` says how much is filled."""
+
+    def __init__(self, batch_size, n_head, max_length, head_dim, device=None, dtype=None):
+        shape = (batch_size, n_head, max_length, head_dim)
+        self.keys = torch.zeros(shape, device=device, dtype=dtype)
+        self.values = torch.zeros(shape, device=device, dtype=dtype)
+        self.length = 0
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor):
+        """Store new keys and values; return all those seen so far."""
+        end = self.length + keys.size(2)
+        if end > self.keys.size(2):
+            raise ValueError(f"KV cache holds {self.keys.size(2)} positions, asked for {end}")
+        self.keys[:, :, self.length : end] = keys
+        self.values[:, :, self.length : end] = values
+        self.length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+    def reset(self):
+        self.length = 0
+
+
+def new_caches(model, batch_size: int) -> list[KVCache]:
+    """Empty KV caches for a :class:`~mini_llm.gpt.GPT`, one per block, each holding a whole
+    context window."""
+    c, weight = model.config, model.token_embedding.weight
+    shape = (batch_size, c.n_head, c.block_size, c.n_embd // c.n_head)
+    return [KVCache(*shape, weight.device, weight.dtype) for _ in range(c.n_layer)]
 
 
 def filter_logits(
@@ -108,7 +142,7 @@ def _generate(
     use_cache,
 ):
     window = model.config.block_size
-    caches = model.new_caches(idx.size(0)) if use_cache else None
+    caches = new_caches(model, idx.size(0)) if use_cache else None
     for _ in range(max_new_tokens):
         if not use_cache:
             logits, _ = model(idx[:, -window:])

@@ -1,4 +1,6 @@
-"""Load Hugging Face GPT-2 weights into the course GPT, to show the two are the same model.
+"""Chapter 11 -- GPT.
+
+Load Hugging Face GPT-2 weights into the course GPT, to show the two are the same model.
 
 GPT-2 in ``transformers`` stores its projections in ``Conv1D`` modules whose weight is
 (in_features, out_features) -- the transpose of ``nn.Linear``'s -- so those are transposed on the

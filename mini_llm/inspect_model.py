@@ -1,4 +1,6 @@
-"""Looking inside a trained GPT: where its heads look, and what each head is worth.
+"""Chapter 11 -- GPT.
+
+Looking inside a trained GPT: where its heads look, and what each head is worth.
 
 * :func:`head_entropy` and :func:`mean_attention_distance` summarise attention maps
   (``GPT.attention_maps``) per head: how spread out a head's weights are, and how far back it

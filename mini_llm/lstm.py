@@ -1,4 +1,6 @@
-"""Gated recurrent networks, written out: the LSTM and the GRU, and a task that needs memory.
+"""Chapter 6 -- LSTM and GRU.
+
+Gated recurrent networks, written out: the LSTM and the GRU, and a task that needs memory.
 
 A plain RNN (``mini_llm.rnn``) rewrites its whole state at every step, through a squashing
 tanh, so what it read long ago fades and the gradients that should reach it vanish. The LSTM

@@ -1,4 +1,6 @@
-"""A neural language model in the style of Bengio et al. (2003): embeddings, a hidden layer, softmax.
+"""Chapter 3 -- A neural language model.
+
+A neural language model in the style of Bengio et al. (2003): embeddings, a hidden layer, softmax.
 
 Chapter 3 replaces the count table of an n-gram model by a function with learned parameters.
 The model still reads a fixed window of the ``context_length`` previous tokens, but

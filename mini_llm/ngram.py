@@ -1,4 +1,6 @@
-"""Counting language models: n-gram counts, bigram probabilities, scoring and sampling.
+"""Chapter 1 -- Bigram language models by counting.
+
+Counting language models: n-gram counts, bigram probabilities, scoring and sampling.
 
 Chapter 1 builds its bigram model from these functions. Everything is vectorised with NumPy:
 an n-gram is a window of ``n`` consecutive token ids, windows are cut out of whole arrays at

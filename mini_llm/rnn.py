@@ -1,4 +1,6 @@
-"""A recurrent neural network, written out: one step, the unrolled pass, and its backward pass.
+"""Chapter 5 -- Recurrent networks.
+
+A recurrent neural network, written out: one step, the unrolled pass, and its backward pass.
 
 A recurrent network reads a sequence one token at a time and keeps a hidden state
 h_t, a vector that summarises everything read so far. Every step applies the *same* weights:

@@ -1,4 +1,6 @@
-"""Scaling laws: fit L(N) = A·N^-alpha + C to losses measured at several sizes N.
+"""Chapter 12 -- Training on a GPU.
+
+Scaling laws: fit L(N) = A·N^-alpha + C to losses measured at several sizes N.
 
 ``C`` is the loss no size can beat (the data's own entropy, plus what the setup cannot learn);
 ``A·N^-alpha`` is what more size removes. A straight line through log L against log N assumes

@@ -1,4 +1,6 @@
-"""Self-attention: scaled dot-product attention, masks, heads and positions.
+"""Chapter 8 -- Self-attention.
+
+Self-attention: scaled dot-product attention, masks, heads and positions.
 
 Every position of a sequence asks a question (its query q), offers a label (its key k) and
 carries a content (its value v). Each query scores every key by a dot product, the softmax turns

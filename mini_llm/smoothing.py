@@ -1,4 +1,6 @@
-"""N-gram models of any order, made usable on unseen text by add-k smoothing and interpolation.
+"""Chapter 2 -- N-grams, smoothing and perplexity.
+
+N-gram models of any order, made usable on unseen text by add-k smoothing and interpolation.
 
 Chapter 2 builds on the counting of chapter 1 (``mini_llm.ngram``). An order-``n`` model predicts
 a token from the ``n - 1`` tokens before it, its *context*. A model is a table: one row per

@@ -1,10 +1,12 @@
-"""Tokenizers turn text into integer ids and back.
+"""Chapter 5 -- Recurrent networks.
+
+Tokenizers turn text into integer ids and back.
 
 :class:`Tokenizer` is the interface every tokenizer of the course fills: ``encode``, ``decode``,
 ``vocab_size``, ``save`` and ``load``, and :class:`OutOfVocabularyError` for input it has no id
 for. :class:`CharTokenizer` is the simplest one -- one id per distinct character of the training
 text; the word and letter ``Vocabulary`` of chapters 1-4 (``mini_llm.vocab``) and the byte-pair
-encoding of chapter 10 (``mini_llm.bpe``) are the others. Each has a ``kind``, the name saved
+encoding of chapter 10 (``mini_llm.bpe_fast``) are the others. Each has a ``kind``, the name saved
 files carry, so that ``load_tokenizer`` knows which one to rebuild.
 """
 
@@ -126,7 +128,7 @@ class CharTokenizer(Tokenizer):
 
 def tokenizer_from_dict(data: dict) -> Tokenizer:
     """The tokenizer that :meth:`Tokenizer.to_dict` described, whatever its ``kind``."""
-    from mini_llm.bpe import BPETokenizer  # imported here: both modules import this one
+    from mini_llm.bpe_fast import BPETokenizer  # imported here: both modules import this one
     from mini_llm.vocab import Vocabulary
 
     kinds = {kind.kind: kind for kind in (CharTokenizer, Vocabulary, BPETokenizer)}

@@ -1,4 +1,6 @@
-"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), built from its parts.
+"""Chapter 9 -- The Transformer.
+
+The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), built from its parts.
 
 An encoder layer is self-attention and a position-wise feed-forward network, each wrapped in a
 residual connection and a LayerNorm. A decoder layer adds, between the two, **cross-attention**:
@@ -18,9 +20,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# Chapter 9's learning-rate schedule; it lives in mini_llm.schedules, which the training loop
-# imports without loading this module.
-from mini_llm.schedules import noam_learning_rate  # noqa: F401 (re-exported)
 from mini_llm.self_attention import (
     MultiHeadAttention,
     PositionalEncoding,
@@ -273,6 +272,18 @@ class Transformer(nn.Module):
             if (tokens[:, 1:] == eos).any(dim=1).all():
                 break
         return tokens[:, 1:], maps
+
+
+def noam_learning_rate(step: int, d_model: int, warmup: int) -> float:
+    """The paper's schedule: d_model^-0.5 · min(step^-0.5, step · warmup^-1.5).
+
+    ``step`` counts updates from 1. The rate grows linearly for ``warmup`` steps, peaks at
+    step = warmup (where both terms are equal) and then decays as 1/√step. The training loop
+    offers it as ``TrainConfig(schedule="noam")`` (:mod:`mini_llm.engine.schedule`).
+    """
+    if step < 1 or d_model < 1 or warmup < 1:
+        raise ValueError(f"need step, d_model and warmup >= 1, got {step}, {d_model}, {warmup}")
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 def transformer_parameter_count(

@@ -1,4 +1,6 @@
-"""Vocabularies: the fixed list of tokens a model knows, and the integer id of each.
+"""Chapter 1 -- Bigram language models by counting.
+
+Vocabularies: the fixed list of tokens a model knows, and the integer id of each.
 
 Models work with integers, people with strings; a ``Vocabulary`` translates in both directions
 and refuses, with a clear message, a token it has never seen. It is a

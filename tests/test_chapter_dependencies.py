@@ -20,7 +20,7 @@ import pytest
 from _book_helpers import BOOK_DIR, MYST_NOTEBOOK_HEADER, REPO, manifest, run_jupyter_book
 from chapter_dependencies import ModuleGraph, code_cells, imported_names  # book/_ext
 
-GRAPH = ModuleGraph(REPO / "mini_llm")
+GRAPH = ModuleGraph(REPO / "mini_llm", BOOK_DIR / "booklib")
 READY = manifest.load().ready()
 
 
@@ -96,13 +96,101 @@ def test_a_page_depends_on_what_its_code_cells_import(tmp_path):
         "get_ipython().run_line_magic('matplotlib', 'inline')\nfrom mini_llm import alone\n"
     ]
     assert graph.page_dependencies(page) == {"mini_llm", "mini_llm.alone"}
-    before = graph.fingerprint(graph.page_dependencies(page))
-    assert set(before) == {"mini_llm/__init__.py", "mini_llm/alone.py"}
-    (tmp_path / "mini_llm/alone.py").write_text("import numpy as np\n")
-    assert (
-        graph.fingerprint(graph.page_dependencies(page))["mini_llm/alone.py"]
-        != before["mini_llm/alone.py"]
+    assert graph.page_fingerprint(page) == {}  # alone.py only imports numpy: nothing to run
+    (tmp_path / "mini_llm/alone.py").write_text("import numpy\n\nnumpy.seterr(all='raise')\n")
+    assert set(ModuleGraph(tmp_path / "mini_llm").page_fingerprint(page)) == {
+        "mini_llm/alone.py::<module code 1>"
+    }
+
+
+# A training loop that offers a schedule of the Transformer's module, as mini_llm's does.
+LOOP_AND_TRANSFORMER = {
+    "mini_llm/__init__.py": "",
+    "mini_llm/transformer.py": """
+        import math
+
+        SCALE = 2.0
+
+
+        def noam(step):
+            return SCALE * math.sqrt(step)
+
+
+        class Encoder:
+            def forward(self, x):
+                return noam(x) + 1
+        """,
+    "mini_llm/train.py": """
+        from mini_llm import transformer
+
+
+        def rate(step, schedule):
+            return transformer.noam(step) if schedule == "noam" else 1.0
+
+
+        def train(steps, schedule="cosine"):
+            # a comment: not part of the code
+            return [rate(step, schedule) for step in range(steps)]
+
+
+        def evaluate():
+            return transformer.Encoder()
+        """,
+}
+
+
+def _page(tmp_path: Path, code: str) -> Path:
+    page = tmp_path / "page.md"
+    page.write_text(
+        MYST_NOTEBOOK_HEADER + f"\n# A page\n\n```{{code-cell}} ipython3\n{code}\n```\n"
     )
+    return page
+
+
+def _edited(tmp_path: Path, file: str, old: str, new: str) -> None:
+    path = tmp_path / file
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_a_page_depends_on_the_definitions_it_reaches_not_on_whole_modules(tmp_path):
+    """The page trains with the loop, which reaches the noam schedule: an edit of the
+    Transformer's encoder, of a function the page never reaches or of a comment changes
+    nothing; an edit of the schedule or of a constant it reads changes the fingerprint."""
+    _package(tmp_path, LOOP_AND_TRANSFORMER)
+    page = _page(tmp_path, "from mini_llm.train import train\nprint(train(3))")
+    before = ModuleGraph(tmp_path / "mini_llm").page_fingerprint(page)
+    assert set(before) == {
+        "mini_llm/train.py::train",
+        "mini_llm/train.py::rate",
+        "mini_llm/transformer.py::noam",
+        "mini_llm/transformer.py::SCALE",
+    }
+    for file, old, new in [
+        ("mini_llm/transformer.py", "noam(x) + 1", "noam(x) + 2"),
+        ("mini_llm/train.py", "return transformer.Encoder()", "return None"),
+        ("mini_llm/train.py", "a comment: not part", "another comment, not part"),
+    ]:
+        _edited(tmp_path, file, old, new)
+        assert ModuleGraph(tmp_path / "mini_llm").page_fingerprint(page) == before, old
+    for file, old, new in [
+        ("mini_llm/transformer.py", "math.sqrt(step)", "math.sqrt(step + 1)"),
+        ("mini_llm/transformer.py", "SCALE = 2.0", "SCALE = 3.0"),
+    ]:
+        _edited(tmp_path, file, old, new)
+        after = ModuleGraph(tmp_path / "mini_llm").page_fingerprint(page)
+        assert after.keys() == before.keys() and after != before, old
+        before = after
+
+
+def test_a_module_used_whole_or_through_a_star_import_counts_whole(tmp_path):
+    _package(tmp_path, LOOP_AND_TRANSFORMER)
+    for code in ("from mini_llm import train\nprint(train)", "from mini_llm.train import *"):
+        fingerprint = ModuleGraph(tmp_path / "mini_llm").page_fingerprint(_page(tmp_path, code))
+        assert {"mini_llm/train.py::evaluate", "mini_llm/transformer.py::Encoder"} <= set(
+            fingerprint
+        ), code
 
 
 SANDBOX_OF_LEARNER_CHECK = {"mini_llm.grading", "mini_llm.grading.jail", "mini_llm.grading.limits"}
@@ -169,17 +257,29 @@ def test_found_modules_include_every_module_python_loads(loaded_by_python, chapt
     assert loaded <= GRAPH.page_dependencies(chapter.source)
 
 
-@pytest.mark.parametrize("module", ["mini_llm.self_attention", "mini_llm.transformer"])
-def test_attention_and_the_transformer_reach_only_the_chapters_that_load_them(
-    loaded_by_python, module
-):
-    """The training loop's noam schedule lives in mini_llm.schedules, not beside the Transformer:
-    editing attention.py or transformer.py re-executes the chapters that use them (through the
-    GPT too), not every chapter that trains a model."""
-    assert module not in GRAPH.closure({"mini_llm.engine.train"})
-    found = {chapter.page for chapter in READY if module in GRAPH.page_dependencies(chapter.source)}
-    loaded = {page for page, modules in loaded_by_python.items() if module in modules}
-    assert found and found == loaded
+def test_the_books_own_code_counts_like_the_package(tmp_path):
+    """A page's tables come from book/booklib: editing it re-executes the pages that use it."""
+    _package(tmp_path, {"mini_llm/__init__.py": "", "book/booklib/__init__.py": ""})
+    (tmp_path / "book/booklib/tables.py").write_text("def table(rows):\n    return rows\n")
+    page = _page(tmp_path, "from booklib.tables import table\nprint(table([1]))")
+    graph = ModuleGraph(tmp_path / "mini_llm", tmp_path / "book" / "booklib")
+    assert set(graph.page_fingerprint(page)) == {"book/booklib/tables.py::table"}
+    real = GRAPH.page_fingerprint(READY[1].source)  # chapter 2's tables
+    assert "book/booklib/tables.py::markdown_table" in real
+
+
+def test_chapters_that_only_train_reach_the_transformer_only_through_its_schedule():
+    """The training loop offers chapter 9's noam schedule, so chapters 3 to 7, which train
+    with it, load the Transformer's module; of it they reach the schedule alone, and editing
+    the Transformer re-executes only the chapters that use it (through the GPT too)."""
+    for chapter in READY:
+        reached = {key for key in GRAPH.page_fingerprint(chapter.source) if "transformer" in key}
+        if chapter.number < 8:
+            assert reached <= {"mini_llm/transformer.py::noam_learning_rate"}, chapter.page
+        if chapter.page == "ch03_neural_lm":
+            assert reached == {"mini_llm/transformer.py::noam_learning_rate"}
+        if chapter.page == "ch09_transformer":
+            assert "mini_llm/transformer.py::EncoderLayer" in reached
 
 
 # A page of the throwaway book: imports from the throwaway package beside the book, which the

@@ -187,7 +187,7 @@ def test_gpt_gradients_are_the_same_with_and_without_onednn(monkeypatch):
             lambda *a, real=cpu_linear.onednn_matmul: calls.append(1) or real(*a),
         )
         torch.manual_seed(1)
-        model = GPT(config)
+        model = cpu_linear.accelerate(GPT(config))  # as the trainer gives it on a CPU
         _, loss = model(x, y)
         loss.backward()
         assert bool(calls) == use_onednn
@@ -212,3 +212,18 @@ def test_compiled_linear_matches_eager(onednn):
     torch.testing.assert_close(y, y_ref, rtol=1e-5, atol=1e-5)
     for got, expected in zip(grads, grads_ref, strict=True):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_accelerate_turns_every_linear_layer_in_place_and_keeps_the_state_dict():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16))
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
+    assert linears  # the model's own code uses plain nn.Linear
+    assert cpu_linear.accelerate(model) is model
+    assert all(type(m) is Linear for m in linears)
+    assert not [m for m in model.modules() if type(m) is torch.nn.Linear]
+    assert model.head.weight is model.token_embedding.weight  # tying kept
+    after = model.state_dict()
+    assert after.keys() == before.keys()
+    assert all(torch.equal(after[name], before[name]) for name in before)

@@ -128,10 +128,6 @@ class FailsOnSecondShare(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(()))
 
-    @staticmethod
-    def counted_targets(targets):
-        return targets.numel()
-
     def forward(self, x, y):
         if x[0, 0] == 7:
             raise ValueError("bad share")
@@ -154,7 +150,7 @@ def test_decide_splits_a_gpt_on_a_cpu_with_threads_and_says_why_not_elsewhere(tw
         "already one worker": decide(model, CPU, distributed=True),
         "torch.compile": decide(model, CPU, compiled=True),
         "autocast": decide(model, CPU, low_precision=torch.bfloat16),
-        "no counted_targets": decide(nn.Linear(2, 2), CPU),
+        "not known to be a mean over counted targets": decide(nn.Linear(2, 2), CPU),
         "dropout": decide(gpt(dropout=0.1), CPU),
     }
     for reason, decision in reasons.items():

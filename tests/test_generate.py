@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mini_llm.generate import filter_logits, generate
+from mini_llm.generate import filter_logits, generate, new_caches
 from mini_llm.gpt import GPT, GPTConfig
 
 
@@ -66,7 +66,7 @@ def test_the_cache_continues_positions_like_one_long_forward():
     gpt = model()
     idx = torch.randint(13, (1, 9))
     full, _ = gpt(idx)
-    caches = gpt.new_caches(1)
+    caches = new_caches(gpt, 1)
     first, _ = gpt(idx[:, :4], caches=caches)
     rest, _ = gpt(idx[:, 4:], caches=caches)  # several tokens after a cached prefix
     torch.testing.assert_close(torch.cat([first, rest], dim=1), full, rtol=1e-5, atol=1e-5)

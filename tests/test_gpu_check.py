@@ -1,5 +1,6 @@
 """benchmarks/gpu_check.sh runs end to end on the CPU with a tiny override, and its results file
-reads back through mini_llm.gpu_results, which refuses it as a GPU result."""
+reads back through mini_llm.engine.results, which refuses it as a GPU result; chapter 12's
+table, figure and text of it (book/booklib/gpu_results.py) are made from it."""
 
 import importlib.util
 import json
@@ -8,18 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from mini_llm.flops import mfu
-from mini_llm.gpu_results import (
-    ResultsError,
+from booklib.gpu_results import (
     describe_gpu_results,
     plot_gpu_results,
-    read_gpu_results,
     step_mfu,
     summary_rows,
     summary_sentence,
     timing_spread,
 )
+
+from mini_llm.engine.results import ResultsError, read_gpu_results
+from mini_llm.flops import mfu
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [

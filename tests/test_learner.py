@@ -21,10 +21,11 @@ import pytest
 import torch
 from _exercise_helpers import ASSIGNMENTS, EXERCISES, SOLUTIONS, cell_by_grade_id, grader_meta
 from nbformat.v4 import new_code_cell, new_notebook
+from torch import nn
 
-from mini_llm import generate, gpt, self_attention, transformer
+from mini_llm import generate, self_attention, transformer
 from mini_llm.cli import load_model
-from mini_llm.engine import train
+from mini_llm.engine import schedule
 from mini_llm.engine.checkpoint import load_checkpoint
 from mini_llm.engine.train import TrainConfig
 from mini_llm.gpt import GPT, GPTConfig
@@ -184,7 +185,7 @@ def test_a_partly_solved_set_uses_the_solved_parts_and_lists_the_rest(tmp_path, 
         root, "ch08_self_attention", "split_heads_impl", lambda s: _stub("split_heads", s)
     )
     export(root, tmp_path / "package")
-    originals = self_attention.scaled_dot_product_attention, transformer.layer_norm, gpt.normalize
+    originals = self_attention.scaled_dot_product_attention, transformer.layer_norm, nn.LayerNorm
     with using(tmp_path / "package") as swapped:
         assert swapped.learners == [
             "ch08_self_attention.scaled_dot_product_attention",
@@ -194,7 +195,7 @@ def test_a_partly_solved_set_uses_the_solved_parts_and_lists_the_rest(tmp_path, 
         assert swapped.parts["ch08_self_attention.split_heads"] == "missing"
         assert swapped.parts["ch09_transformer.layer_norm"] == "missing"
         assert self_attention.scaled_dot_product_attention.__module__.startswith("mini_llm_learner")
-        assert (transformer.layer_norm, gpt.normalize) == originals[1:]
+        assert (transformer.layer_norm, nn.LayerNorm) == originals[1:]
         model = GPT(GPTConfig(vocab_size=11, n_layer=1, n_embd=16, n_head=2, **LEARNER_MODEL))
         model(torch.zeros(1, 5, dtype=torch.long))  # runs on the mix
     assert (self_attention.scaled_dot_product_attention, transformer.layer_norm) == originals[:2]
@@ -227,18 +228,23 @@ def test_the_gpt_calls_each_of_the_learners_functions(tmp_path, assignment, name
     export(root, tmp_path / "right")
     edit_cell(root, assignment, f"{name}_impl", lambda s: _changed(WRONG[assignment, name], s))
     export(root, tmp_path / "wrong")
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=11, n_layer=2, n_embd=16, n_head=2, **LEARNER_MODEL))
-    with torch.no_grad():  # sharper attention than at initialisation, so that its parts matter
-        for block in model.blocks:
-            block.attn.qkv.weight *= 20
-    idx = torch.randint(11, (2, 7))
-    reference = model(idx)[0]
+
+    def model():
+        """The same GPT each time, its layers built from the parts swapped in now."""
+        torch.manual_seed(0)
+        built = GPT(GPTConfig(vocab_size=11, n_layer=2, n_embd=16, n_head=2, **LEARNER_MODEL))
+        with torch.no_grad():  # sharper attention than at initialisation: its parts matter
+            for block in built.blocks:
+                block.attn.qkv.weight *= 20
+        return built
+
+    idx = torch.randint(11, (2, 7), generator=torch.Generator().manual_seed(1))
+    reference = model()(idx)[0]
     with using(tmp_path / "right", verbose=False):
-        assert (model(idx)[0] - reference).abs().max() <= 1e-6
+        assert (model()(idx)[0] - reference).abs().max() <= 1e-6
     with using(tmp_path / "wrong", verbose=False):
-        assert (model(idx)[0] - reference).abs().max() > 1e-2
-    assert torch.equal(model(idx)[0], reference)  # restored
+        assert (model()(idx)[0] - reference).abs().max() > 1e-2
+    assert torch.equal(model()(idx)[0], reference)  # restored
 
 
 def _changed(change, source: str) -> str:
@@ -271,16 +277,16 @@ def test_chapters_being_written_plug_in_the_sampler_and_the_schedule(tmp_path):
     export(root, tmp_path / "package")
     model = GPT(GPTConfig(vocab_size=11, n_layer=1, n_embd=16, n_head=2))
     config = TrainConfig(learning_rate=0.2, min_lr=0.01, warmup_iters=2)
-    reference_rate = train.learning_rate_at(5, config)
+    reference_rate = schedule.learning_rate_at(5, config)
     with using(tmp_path / "package", verbose=False) as swapped:
         assert swapped.learners == ["ch11_gpt.next_token", "ch12_gpu_training.learning_rate_at"]
         ids = generate.generate(model, torch.zeros(1, 1, dtype=torch.long), 4)
         assert ids[0, 1:].tolist() == [3, 3, 3, 3]
-        assert (train.learning_rate_at(5, config), train.learning_rate_at(1, config)) == (
+        assert (schedule.learning_rate_at(5, config), schedule.learning_rate_at(1, config)) == (
             0.1,
             0.01,
         )
-    assert train.learning_rate_at(5, config) == reference_rate
+    assert schedule.learning_rate_at(5, config) == reference_rate
 
 
 # ----------------------------------------------------------------- check, train, sample

@@ -19,15 +19,14 @@ from mini_llm.engine import cpu_linear
 from mini_llm.engine.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from mini_llm.engine.cpu_linear import Decision
 from mini_llm.engine.data import RandomBatches
+from mini_llm.engine.schedule import learning_rate_at, warmup_cosine_learning_rate
 from mini_llm.engine.train import (
     TrainConfig,
     TrainingDivergedError,
     autocast_dtype,
-    learning_rate_at,
     make_optimizer,
     train,
     use_tf32_products,
-    warmup_cosine_learning_rate,
 )
 from mini_llm.gpt import GPT, GPTConfig
 
@@ -142,7 +141,7 @@ def test_the_schedule_from_plain_numbers_is_the_configs_and_refuses_a_negative_s
 
 
 def test_noam_schedule_is_the_papers_peaking_at_learning_rate():
-    from mini_llm.transformer import noam_learning_rate  # chapter 9's, re-exported there
+    from mini_llm.transformer import noam_learning_rate  # chapter 9's
 
     config = TrainConfig(learning_rate=2.0, warmup_iters=16, max_iters=100, schedule="noam")
     rates = [learning_rate_at(step, config) for step in range(100)]
@@ -164,13 +163,25 @@ def test_noam_schedule_is_the_papers_peaking_at_learning_rate():
 
 
 def test_noam_schedule_is_looked_up_when_called(monkeypatch):
-    """``mini-llm train --learner`` swaps ``schedules.noam_learning_rate`` for the learner's
+    """``mini-llm train --learner`` swaps ``transformer.noam_learning_rate`` for the learner's
     (mini_llm/learner/registry.py); the loop must call whatever is there then."""
-    from mini_llm import schedules
+    from mini_llm import transformer
 
     config = TrainConfig(learning_rate=2.0, warmup_iters=4, schedule="noam")
-    monkeypatch.setattr(schedules, "noam_learning_rate", lambda step, d_model, warmup: 0.25)
+    monkeypatch.setattr(transformer, "noam_learning_rate", lambda step, d_model, warmup: 0.25)
     assert learning_rate_at(7, config) == pytest.approx(2.0 * 0.25 * 4**0.5)
+
+
+def test_the_loop_looks_up_the_schedule_when_called(monkeypatch):
+    """``mini-llm train --learner`` swaps ``schedule.learning_rate_at`` too: at a rate of 0 the
+    learner's schedule leaves every weight where it was."""
+    from mini_llm.engine import schedule
+
+    monkeypatch.setattr(schedule, "learning_rate_at", lambda step, config: 0.0)
+    model = BengioMLP()
+    before = [p.detach().clone() for p in model.parameters()]
+    train(model, lambda: (torch.randint(7, (8, 3)), torch.randint(7, (8,))), quiet(max_iters=3))
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 
 def test_threads_apply_during_training_only():

@@ -21,10 +21,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
+from definitions import Module, import_bindings, reached_through
+
 PACKAGE = "mini_llm"
+BOOK_PACKAGE = "booklib"  # book/booklib: code that only the pages use
 RECORD_FILE = "chapter_dependencies.json"
 """docname -> {file of mini_llm: sha256} at the page's last successful build (in the cache dir)"""
 
@@ -61,19 +63,20 @@ def imported_names(source: str, module: str = "", is_package: bool = False) -> s
     return found
 
 
-@dataclass
 class ModuleGraph:
-    """The modules of one package directory and the imports between them."""
+    """The modules of the package directories a book's pages import (``mini_llm``, the book's
+    own ``booklib``), the imports between them and the definitions each page reaches."""
 
-    package_dir: Path
-
-    def __post_init__(self) -> None:
+    def __init__(self, *package_dirs: Path) -> None:
+        self.root = Path(package_dirs[0]).parent
         self.files: dict[str, Path] = {}
-        for path in sorted(self.package_dir.rglob("*.py")):
-            parts = path.relative_to(self.package_dir.parent).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            self.files[name] = path
+        for package_dir in map(Path, package_dirs):
+            for path in sorted(package_dir.rglob("*.py")):
+                parts = path.relative_to(package_dir.parent).with_suffix("").parts
+                name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+                self.files[name] = path
         self._imports: dict[str, set[str]] = {}
+        self._modules: dict[str, tuple[Module, dict]] = {}
 
     def known(self, names: set[str]) -> set[str]:
         """The package modules that importing ``names`` runs: each name's nearest module that
@@ -110,22 +113,81 @@ class ModuleGraph:
     def page_dependencies(self, page: Path) -> set[str]:
         """The package modules a page's code cells load."""
         names: set[str] = set()
-        for cell in code_cells(page):
-            try:
-                names |= imported_names(cell)
-            except SyntaxError:  # the cell fails when it runs, and the build with it
-                continue
+        for cell in _parsed_cells(page):
+            names |= imported_names(ast.unparse(cell))
         return self.closure(names)
 
-    def fingerprint(self, modules: set[str]) -> dict[str, str]:
-        """Path (relative to the package's parent) -> SHA-256 of each module's file."""
-        root = self.package_dir.parent
-        return {
-            str(self.files[m].relative_to(root)): hashlib.sha256(
-                self.files[m].read_bytes()
-            ).hexdigest()
-            for m in sorted(modules)
-        }
+    def _module(self, name: str) -> tuple[Module, dict]:
+        """The parsed module and what its top-level imports bind."""
+        if name not in self._modules:
+            module = Module.parse(name, self.files[name])
+            imports = [s for s in module.statements if isinstance(s, (ast.Import, ast.ImportFrom))]
+            bindings = import_bindings(ast.Module(imports, []), module, self.files.__contains__)
+            self._modules[name] = module, bindings
+        return self._modules[name]
+
+    def _statements_of(self, module: str, name: str | None) -> tuple[str, list[int]]:
+        """(module, statement indices) that ``name`` of ``module`` means; None: all of it."""
+        if name is not None and f"{module}.{name}" in self.files:
+            return self._statements_of(f"{module}.{name}", None)
+        parsed, _ = self._module(module)
+        if name is not None and name in parsed.binders:
+            return module, parsed.binders[name]
+        everything = set(parsed.anonymous).union(*parsed.binders.values())
+        return module, sorted(everything)  # the whole module, to be safe
+
+    def _reached_by(self, module: str, index: int) -> list[tuple[str, str | None]]:
+        parsed, bindings = self._module(module)
+        statement = parsed.statements[index]
+        local = import_bindings(statement, parsed, self.files.__contains__)
+        used = {node.id for node in ast.walk(statement) if isinstance(node, ast.Name)}
+        own = [(module, name) for name in sorted(used) if name in parsed.binders]
+        return own + reached_through(statement, {**bindings, **local})
+
+    def used_definitions(self, page: Path) -> set[tuple[str, int]]:
+        """(module, top-level statement index) of every definition the page's code reaches,
+        and the setup code of every package module it loads (see :mod:`definitions`)."""
+        cells = ast.Module(_parsed_cells(page), [])
+        names = reached_through(cells, import_bindings(cells, None, self.files.__contains__))
+        units = [
+            (module, index)
+            for module in self.page_dependencies(page)
+            for index in self._module(module)[0].anonymous
+        ]
+        seen: set[tuple[str, int]] = set()
+        while names or units:
+            if names:
+                module, name = names.pop()
+                if module in self.files:  # not torch, numpy, ...
+                    found, indices = self._statements_of(module, name)
+                    units.extend((found, index) for index in indices)
+                continue
+            unit = units.pop()
+            if unit not in seen:
+                seen.add(unit)
+                names.extend(self._reached_by(*unit))
+        return seen
+
+    def page_fingerprint(self, page: Path) -> dict[str, str]:
+        """``path::definition`` -> digest of each definition the page reaches."""
+        fingerprint = {}
+        for module, index in sorted(self.used_definitions(page)):
+            parsed, _ = self._module(module)
+            path = self.files[module].relative_to(self.root)
+            fingerprint[f"{path}::{parsed.key(index)}"] = parsed.digest(index)
+        return fingerprint
+
+
+def _parsed_cells(page: Path) -> list[ast.stmt]:
+    """The statements of a page's code cells; a cell with a syntax error is left out (it fails
+    when it runs, and the build with it)."""
+    statements = []
+    for cell in code_cells(page):
+        try:
+            statements.extend(ast.parse(cell).body)
+        except SyntaxError:
+            continue
+    return statements
 
 
 def input_fingerprint(repo: Path, patterns: list[str]) -> dict[str, str]:
@@ -185,13 +247,13 @@ def outdate_pages_whose_modules_changed(app, env, added, changed, removed) -> li
     logger = logging.getLogger(__name__)
     record_path = _record_path(env)
     recorded = json.loads(record_path.read_text()) if record_path.exists() else {}
-    graph = ModuleGraph(Path(app.srcdir).parent / PACKAGE)
+    graph = ModuleGraph(Path(app.srcdir).parent / PACKAGE, Path(app.srcdir) / BOOK_PACKAGE)
     chapters = manifest_entries(Path(app.srcdir))
     app.chapter_dependencies = pending = {}
     outdated = []
     for docname in sorted(env.found_docs):
         page = Path(env.doc2path(docname))
-        current = graph.fingerprint(graph.page_dependencies(page))
+        current = graph.page_fingerprint(page)
         inputs = chapters.get(docname, {}).get("inputs") or []
         current.update(input_fingerprint(Path(app.srcdir).parent, inputs))
         before = recorded.get(docname)

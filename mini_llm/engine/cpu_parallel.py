@@ -10,9 +10,9 @@ and with AVX2 alike (``benchmarks/train_throughput.py``; the figures are in
 ``benchmarks/README.md``).
 
 The result is the whole batch's gradient, equal to rounding, when the loss is the mean over the
-batch's targets: each share's loss is weighted by its share of the targets. A model says how
-many targets its loss averages over with a method ``counted_targets(targets)``
-(:class:`mini_llm.gpt.GPT` has one); other models run their batch whole. The shares' gradients
+batch's targets: each share's loss is weighted by its share of the targets
+(:func:`counted_targets`). That holds for the models of :data:`MEAN_OVER_TARGETS` (the GPT,
+whose loss skips targets of -1); other models run their batch whole. The shares' gradients
 are added in a fixed order, so a run is as reproducible as one without these threads.
 :func:`decide` says where the split applies, and why not where it does not.
 """
@@ -28,6 +28,21 @@ from queue import SimpleQueue
 
 import torch
 from torch import nn
+
+MEAN_OVER_TARGETS = {"mini_llm.gpt.GPT"}
+"""Models (and their subclasses) whose ``forward(x, y)`` returns the mean cross-entropy over
+the targets that are not -1, so that a batch's loss is its shares' losses weighted by their
+counted targets. Named, not imported: a chapter that trains another model does not depend on
+the GPT's code."""
+
+
+def loss_is_mean_over_targets(model: nn.Module) -> bool:
+    return any(f"{c.__module__}.{c.__qualname__}" in MEAN_OVER_TARGETS for c in type(model).mro())
+
+
+def counted_targets(targets: torch.Tensor) -> int:
+    """How many targets such a loss averages over: all but the -1s."""
+    return int((targets != -1).sum())
 
 
 @dataclass(frozen=True)
@@ -74,8 +89,8 @@ def decide(
         (compiled, "a torch.compile'd model runs its batch whole"),
         (low_precision is not None, "autocast is set per thread"),
         (
-            not hasattr(model, "counted_targets"),
-            "the model has no counted_targets method to weight the shares' losses",
+            not loss_is_mean_over_targets(model),
+            f"{type(model).__name__}'s loss is not known to be a mean over counted targets",
         ),
         (draws_random_numbers(model), "dropout draws random numbers, in no fixed order"),
     ]
@@ -174,7 +189,7 @@ class CoreWorkers:
         """
         cores = len(self.helpers) + 1
         shares = [
-            (xs, ys, model.counted_targets(ys))
+            (xs, ys, counted_targets(ys))
             for xs, ys in zip(x.tensor_split(cores), y.tensor_split(cores))
         ]
         total = sum(count for _, _, count in shares)

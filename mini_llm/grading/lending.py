@@ -14,18 +14,43 @@ Those objects cannot cross :mod:`.wire` as plain data, so they are *lent*:
   can change the numbers (its answer) and nothing else.
 
 A test helper that must run *beside* the learner's objects (``backward()`` through the
-learner's model) is marked with :func:`mini_llm.checks.beside_the_answers`; the grader lends it
-the same way and takes back only the plain data it returns.
+learner's model) is marked with :func:`beside_the_answers`; the grader lends it the same way
+and takes back only the plain data it returns.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import pickle
 import sys
 from collections.abc import Callable
 from typing import Any
+
+beside: Callable | None = None
+"""Set by `mini-llm grade` while it replays a notebook: ``beside(helper, args, kwargs)`` runs a
+helper marked :func:`beside_the_answers` in the student's process."""
+
+
+def beside_the_answers(helper: Callable) -> Callable:
+    """Mark a test helper that must run where the learner's objects live.
+
+    In a notebook this changes nothing. When `mini-llm grade` replays a notebook, the learner's
+    code runs in a sandboxed process and the tests see copies of what it returns: a loss
+    without its autograd graph, say. A helper that needs the objects themselves (to call
+    ``backward()`` through the learner's model) is run in that process, and only the plain data
+    it returns comes back to be checked. It is *sent* there, with the globals it uses, where the
+    submission could read it: let it compute, and keep expected values and checks outside it.
+    """
+
+    @functools.wraps(helper)
+    def run_beside(*args: Any, **kwargs: Any) -> Any:
+        if beside is None:
+            return helper(*args, **kwargs)
+        return beside(helper, args, kwargs)
+
+    return run_beside
 
 
 def lendable(value: Any) -> bool:

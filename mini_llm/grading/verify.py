@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 import psutil
 
-from mini_llm import checks
 from mini_llm.grading import lending, limits, wire
 from mini_llm.grading.jail import Jail
 from mini_llm.grading.notebook import Assignment, Cell, Submission
@@ -415,7 +414,7 @@ class Replay:
         return self._call(target._token, target.__name__, args, kwargs, [])
 
     def call_beside(self, helper: Callable, args: tuple, kwargs: dict) -> Any:
-        """A test helper marked :func:`mini_llm.checks.beside_the_answers`, lent to the
+        """A test helper marked :func:`~.lending.beside_the_answers`, lent to the
         student's process and run there on the learner's objects."""
         return self._call({"$obj": 0}, helper.__name__, args, kwargs, [helper])
 
@@ -489,11 +488,11 @@ class Replay:
     def run_trusted(self, code: str, label: str) -> None:
         """Run instructor code (set-up or tests) in the trusted namespace; its helpers marked
         ``beside_the_answers`` run in the student's process."""
-        checks.beside = self.call_beside
+        lending.beside = self.call_beside
         try:
             exec(compile(_trusted_code(code), f"<{label}>", "exec"), self.namespace)  # noqa: S102
         finally:
-            checks.beside = None
+            lending.beside = None
 
 
 def redact(message: str, error: BaseException) -> str:

@@ -13,18 +13,43 @@ from collections.abc import Callable
 import torch
 
 
-def norm_module(layer_norm: Callable, reference: Callable) -> Callable:
-    """``gpt.normalize(x, norm)`` from chapter 9's ``layer_norm(x, gamma, beta, eps)``."""
+def layer_norm_module(layer_norm: Callable, reference: type) -> type:
+    """A ``torch.nn.LayerNorm`` (same parameters and state dict) that computes chapter 9's
+    ``layer_norm(x, gamma, beta, eps)``: the GPT builds its LayerNorms from it."""
 
-    def normalize(x, norm):
-        beta = norm.bias if norm.bias is not None else torch.zeros_like(norm.weight)
-        return layer_norm(x, norm.weight, beta, norm.eps)
+    class LayerNorm(reference):
+        def forward(self, x):
+            if self.weight is None:  # no learned gain and bias: nothing of the learner's
+                return super().forward(x)
+            return layer_norm(x, self.weight, _bias_or_zeros(self), self.eps)
 
-    return normalize
+    return LayerNorm
+
+
+def feed_forward_module(feed_forward: Callable, reference: type) -> type:
+    """``gpt.MLP`` that computes chapter 9's ``feed_forward(x, W1, b1, W2, b2)`` where the GPT's
+    activation is the ReLU (chapter 9's network); other activations keep the reference's."""
+
+    class MLP(reference):
+        def forward(self, x):
+            if self.activation is not torch.relu:
+                return super().forward(x)
+            fc, proj = self.fc, self.proj
+            out = feed_forward(x, fc.weight, _bias_or_zeros(fc), proj.weight, _bias_or_zeros(proj))
+            return self.dropout(out)
+
+    return MLP
+
+
+def _bias_or_zeros(layer) -> torch.Tensor:
+    """The layer's bias, or zeros where it has none: chapter 9's functions always take one."""
+    if layer.bias is not None:
+        return layer.bias
+    return torch.zeros(layer.weight.shape[0], device=layer.weight.device, dtype=layer.weight.dtype)
 
 
 def schedule_of_config(learning_rate_at: Callable, reference: Callable) -> Callable:
-    """``train.learning_rate_at(step, config)`` from chapter 12's
+    """``schedule.learning_rate_at(step, config)`` from chapter 12's
     ``learning_rate_at(step, max_lr, min_lr, warmup_iters, decay_iters)``; the noam schedule
     stays the reference's (chapter 9's ``noam_learning_rate`` is swapped on its own)."""
 
@@ -40,8 +65,9 @@ def schedule_of_config(learning_rate_at: Callable, reference: Callable) -> Calla
 
 
 def cosine_of_config(step, max_lr, min_lr, warmup_iters, decay_iters):
-    """The warm-up and cosine schedule of ``train.learning_rate_at``, from plain numbers."""
-    from mini_llm.engine.train import TrainConfig, learning_rate_at
+    """The warm-up and cosine schedule of ``schedule.learning_rate_at``, from plain numbers."""
+    from mini_llm.engine.schedule import learning_rate_at
+    from mini_llm.engine.train import TrainConfig
 
     config = TrainConfig(
         learning_rate=max_lr,

@@ -8,9 +8,9 @@ Two optional columns name an adapter of :mod:`mini_llm.learner.adapters` where t
 differ:
 
 * ``also`` -- further places, ``module:name:adapter``, where the package uses the part under
-  another signature (the GPT's LayerNorms call ``gpt.normalize(x, norm)``, the training loop
-  ``train.learning_rate_at(step, config)``); the adapter turns the learner's function into one
-  with that signature;
+  another form: a class the GPT builds its layers from (``torch.nn.LayerNorm``, ``gpt.MLP``,
+  looked up when a model is built) or a function with another signature (the training loop's
+  ``learning_rate_at(step, config)``); the adapter turns the learner's function into it;
 * ``stand_in`` -- while a chapter is being written its reference may not exist yet: the adapter
   computes it from what does exist, in the learner's signature.
 
@@ -75,10 +75,10 @@ ch08_self_attention scaled_dot_product_attention    mini_llm.self_attention
 ch08_self_attention causal_mask                     mini_llm.self_attention
 ch08_self_attention split_heads                     mini_llm.self_attention
 ch08_self_attention sinusoidal_positional_encoding  mini_llm.self_attention
-ch09_transformer    layer_norm                      mini_llm.transformer  also=mini_llm.gpt:normalize:norm_module
-ch09_transformer    feed_forward                    mini_llm.transformer
+ch09_transformer    layer_norm                      mini_llm.transformer  also=torch.nn:LayerNorm:layer_norm_module
+ch09_transformer    feed_forward                    mini_llm.transformer  also=mini_llm.gpt:MLP:feed_forward_module
 ch09_transformer    attention_sublayer              mini_llm.transformer
-ch09_transformer    noam_learning_rate              mini_llm.schedules
+ch09_transformer    noam_learning_rate              mini_llm.transformer
 ch09_transformer    transformer_parameter_count     mini_llm.transformer
 ch10_tokenization   count_pairs                     mini_llm.bpe
 ch10_tokenization   merge                           mini_llm.bpe
@@ -89,7 +89,7 @@ ch11_gpt            causal_attention_weights        mini_llm.gpt
 ch11_gpt            filter_logits                   mini_llm.generate
 ch11_gpt            next_token                      mini_llm.generate
 ch11_gpt            parameter_count                 mini_llm.gpt          stand_in=parameter_count_of_config
-ch12_gpu_training   learning_rate_at                mini_llm.engine.train:warmup_cosine_learning_rate  also=mini_llm.engine.train:learning_rate_at:schedule_of_config  stand_in=cosine_of_config
+ch12_gpu_training   learning_rate_at                mini_llm.engine.schedule:warmup_cosine_learning_rate  also=mini_llm.engine.schedule:learning_rate_at:schedule_of_config  stand_in=cosine_of_config
 ch12_gpu_training   flops_per_token                 mini_llm.flops
 ch12_gpu_training   mfu                             mini_llm.flops
 ch12_gpu_training   fit_power_law                   mini_llm.scaling

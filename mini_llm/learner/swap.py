@@ -2,9 +2,11 @@
 
 :func:`use` imports an exported package **in this process** -- it is the learner's own code,
 for the learner's own use -- and replaces, for every part that is present, the reference symbol
-the registry names (and the places listed under ``also``, through their adapters). The package
-looks these functions up through their modules when it calls them, so the GPT, the sampler and
-the training loop then run the learner's code. Missing parts and parts whose cell is broken keep
+the registry names (and the places listed under ``also``, through their adapters). That is the
+package's one seam for the learner: it looks these names up through their modules when it calls
+them -- a function when it runs, a layer's class (``torch.nn.LayerNorm``, ``gpt.MLP``) when a
+model is built -- so the GPT built, the sampler and the training loop then run the learner's
+code. Missing parts and parts whose cell is broken keep
 the reference. Instructors never run students' exports this way: ``mini-llm learner check
 --sandbox`` runs them in the grader's sandbox (:mod:`mini_llm.learner.probe`).
 """
