@@ -131,17 +131,81 @@ def prose(text: str, pattern: str) -> tuple[str, ...]:
     return found.groups()
 
 
-def glued_values(built_book: Path, docname: str) -> dict[str, object]:
-    """The values a page glued (``myst_nb.glue``), by key, as the build recorded them; each one
-    is checked to appear in the page's prose, so a test of the value tests the rendered text."""
+def glued_values(built_book: Path, docname: str, *, in_prose: bool = True) -> dict[str, object]:
+    """The values a page glued (``myst_nb.glue``), by key, as the build recorded them.
+
+    With ``in_prose`` (the default) each one is checked to appear, as ``str`` shows it, in the
+    page's prose, so a test of the value tests the rendered text. Pages whose prose formats
+    the values (``{glue:text}`key:.2f```) check each with :func:`shown` instead, and a test
+    that reads another page's values needs the record only: ``in_prose=False``."""
     import ast
     import json
 
     record = built_book.parent / "jupyter_execute" / f"{docname}.glue.json"
     outputs = json.loads(record.read_text(encoding="utf-8"))
     values = {key: ast.literal_eval(out["data"]["text/plain"]) for key, out in outputs.items()}
+    if not in_prose:
+        return values
     raw = (built_book / f"{docname}.html").read_text(encoding="utf-8")
     pasted = {html_text(span) for span in re.findall(r'class="pasted-text">(.*?)</span>', raw)}
     for key, value in values.items():
         assert str(value) in pasted, f"{docname}: glued {key}={value!r} is not in the prose"
     return values
+
+
+def shown(page: tuple[str, str], glued: dict[str, object], name: str, spec: str = ""):
+    """The glued value ``name``, after checking that the page's text (``read_page``'s second
+    item) shows it formatted with ``spec``."""
+    _, text = page
+    value = glued[name]
+    assert format(value, spec) in text, f"{name} = {format(value, spec)} not on the page"
+    return value
+
+
+def page_fixture(docname: str):
+    """A module fixture of a chapter's page test: ``page = page_fixture("ch05_rnn")`` gives its
+    tests ``page``, the built page as ``read_page`` returns it."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def page(built_book):
+        """The built page as (raw HTML, visible text): ``read_page``."""
+        return read_page(built_book, docname)
+
+    return page
+
+
+def glued_fixture(docname: str, *, in_prose: bool = True):
+    """A module fixture of a chapter's page test: ``glued = glued_fixture("ch05_rnn")`` gives its
+    tests ``glued``, the page's glued values as ``glued_values`` returns them."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def glued(built_book):
+        """The page's glued values by key: ``glued_values``."""
+        return glued_values(built_book, docname, in_prose=in_prose)
+
+    return glued
+
+
+def check_figures(
+    raw: str,
+    *names: str,
+    at_least: int,
+    why: str | None = None,
+    built_book: Path | None = None,
+    referred: bool = False,
+    math: int = 0,
+) -> None:
+    """A page's figures: ``at_least`` PNG images (``why``: which ones), each file over 10 kB
+    when ``built_book`` is given, a figure for each id of ``names`` (``referred``: each
+    referred to by a link, too), and ``math`` pieces of math left for MathJax."""
+    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', raw)
+    assert len(images) >= at_least, why
+    for src in images if built_book is not None else ():
+        assert (built_book / src).stat().st_size > 10_000, f"{src} looks empty"
+    for name in names:
+        assert f'id="{name}"' in raw, f"figure {name} missing"
+        if referred:
+            assert f'href="#{name}"' in raw, f"figure {name} is never referred to"
+    assert raw.count('class="math') >= math

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from _book_helpers import (
@@ -126,6 +127,67 @@ def pytest_collection_modifyitems(config, items):
         keep = [item for item in items if _about_chapter(item, chapter)]
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
+
+
+# ---------------------------------------------------------------------------------------------
+# Tools from the system (owner: test infrastructure; used by the grading tests, test_lab.py and
+# test_browser.py)
+#
+#   bubblewrap -> the grader's OS sandbox (mini_llm.grading.jail), for a test that grades
+#                 untrusted code: `mini-llm grade` without --trusted-cohort, verify()
+#   chromium   -> the path of Debian's Chromium ($CHROMIUM, /usr/bin/chromium)
+#   sync_playwright -> playwright's sync_playwright, with Chromium there to drive
+#
+# Where a tool is missing, the tests that need it are skipped with the reason and the command
+# that installs it; in CI (CI=true, set by .ci/run) they fail instead, since CI skips no test.
+# ---------------------------------------------------------------------------------------------
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip the test that needs what is missing, saying why; with CI=true, fail it instead."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and this test cannot run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_bubblewrap():
+    """The grader's sandbox (a ``jail.Jail``), or ``unavailable`` when it cannot be made."""
+    from mini_llm.grading import jail
+
+    if shutil.which("bwrap") is None:
+        unavailable("bubblewrap is not installed: apt-get install bubblewrap")
+    try:
+        return jail.check(trusted_cohort=False)
+    except jail.SandboxUnavailable as err:
+        unavailable(f"bubblewrap cannot make a sandbox here: {err}")
+
+
+def require_chromium() -> str:
+    """The Chromium to drive (``CHROMIUM``), or ``unavailable`` when there is none."""
+    if not (os.path.isfile(CHROMIUM) or shutil.which(CHROMIUM)):
+        unavailable(f"no Chromium at {CHROMIUM}: apt-get install chromium (or set CHROMIUM=...)")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def bubblewrap():
+    return require_bubblewrap()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    return require_chromium()
+
+
+@pytest.fixture(scope="module")
+def sync_playwright(chromium):
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover
+        unavailable("the playwright package is not installed (pip install playwright)")
+    return sync_playwright
 
 
 # ---------------------------------------------------------------------------------------------

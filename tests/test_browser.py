@@ -9,23 +9,21 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
-import shutil
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
+import conftest
 import pytest
 from _book_helpers import REPO, chapter_docnames, toc_docnames
 
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
-except ImportError:  # reported by the sync_playwright fixture
+except ImportError:  # reported by the sync_playwright fixture (conftest.py)
     PlaywrightTimeout = TimeoutError
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -40,23 +38,6 @@ SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
 PAGES = toc_docnames()
 CHAPTERS = chapter_docnames()
 FIRST_CHAPTER = CHAPTERS[0]
-
-
-def _unavailable(reason: str):
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"browser tests must run in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def sync_playwright():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:  # pragma: no cover
-        _unavailable("the playwright package is not installed (pip install playwright)")
-    if not (os.path.isfile(CHROMIUM) or shutil.which(CHROMIUM)):
-        _unavailable(f"no Chromium at {CHROMIUM}: apt-get install chromium (or set CHROMIUM=...)")
-    return sync_playwright
 
 
 class _RecordingHandler(http.server.SimpleHTTPRequestHandler):
@@ -100,11 +81,13 @@ def server(built_book):
 
 
 @pytest.fixture(scope="module")
-def browser(sync_playwright):
+def browser(sync_playwright, chromium):
+    """Headless Chromium (conftest.py's ``chromium`` and ``sync_playwright`` fixtures skip, or in
+    CI fail, the tests where it or playwright is missing)."""
     with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
+        launched = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        yield launched
+        launched.close()
 
 
 class Visit:
@@ -349,3 +332,16 @@ def test_search_works_offline(server, visit):
     hrefs = [results.nth(i).get_attribute("href") for i in range(results.count())]
     assert any(h.split("?")[0].split("#")[0] == f"{FIRST_CHAPTER}.html" for h in hrefs), hrefs
     visit.assert_clean()
+
+
+@pytest.mark.parametrize("ci", ["", "true"])
+def test_without_chromium_its_tests_skip_with_the_reason_but_fail_in_ci(monkeypatch, ci):
+    """conftest.py's ``chromium`` fixture: with no Chromium at $CHROMIUM a browser test is
+    skipped, saying what to install; with CI=true it fails (CI skips no test)."""
+    monkeypatch.setattr(conftest, "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setenv("CI", ci)
+    outcome = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(outcome, match="no Chromium at /nonexistent/chromium: apt-get install"):
+        conftest.require_chromium()
+    monkeypatch.setattr(conftest, "CHROMIUM", "sh")  # found on PATH
+    assert conftest.require_chromium() == "sh"

@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 import pytest
-from _book_helpers import prose, read_page
+from _book_helpers import check_figures, page_fixture, prose
 
 from mini_llm.corpus import load_corpus
 from mini_llm.ngram import (
@@ -25,10 +25,7 @@ from mini_llm.ngram import (
 )
 from mini_llm.vocab import BOS, EOS, Vocabulary
 
-
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, "ch01_bigrams")
+page = page_fixture("ch01_bigrams")
 
 
 @pytest.fixture(scope="module")
@@ -257,13 +254,9 @@ def test_page_has_math_figures_summary_and_exercise_link(page, built_book):
     raw, text = page
     assert "Markov assumption" in text and "Summary" in text and "Learning goals" in text
     assert raw.count('class="math') >= 3  # display and inline math left for MathJax
-    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', raw)
-    assert len(images) >= 2, "heatmap and NLL bar chart expected"
-    for src in images:
-        assert (built_book / src).stat().st_size > 10_000, f"{src} looks empty"
-    for name in ("fig-ch01-markov", "fig-ch01-counts", "fig-ch01-nll"):
-        assert f'id="{name}"' in raw, f"figure {name} missing"
-        assert f'href="#{name}"' in raw, f"figure {name} is never referred to"
+    figures = ("fig-ch01-markov", "fig-ch01-counts", "fig-ch01-nll")
+    why = "heatmap and NLL bar chart expected"
+    check_figures(raw, *figures, at_least=2, why=why, built_book=built_book, referred=True)
     assert "Further reading" in text and "Shannon" in text
     link = re.search(r'href="([^"]*ch01_bigrams\.ipynb)"', raw)
     assert link, "no download link to the exercise notebook"

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from _book_helpers import html_tables, prose, read_page
+from _book_helpers import check_figures, html_tables, page_fixture, prose
 
 from mini_llm.corpus import load_corpus
 from mini_llm.evaluation import perplexity, split_documents
@@ -25,10 +25,7 @@ from mini_llm.smoothing import (
 )
 from mini_llm.vocab import BOS, EOS, Vocabulary
 
-
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, "ch02_ngrams")
+page = page_fixture("ch02_ngrams")
 
 
 @pytest.fixture(scope="module")
@@ -370,13 +367,9 @@ def test_test_perplexity_is_reported_once_for_the_model_chosen_on_validation(
 
 def test_figures_diagram_notes_and_further_reading(page, built_book):
     raw, text = page
-    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', raw)
-    assert len(images) >= 3, "sparsity, choice of k, and train/validation figures expected"
-    for src in images:
-        assert (built_book / src).stat().st_size > 10_000, f"{src} looks empty"
-    for name in ("fig-ch02-context", "fig-ch02-sparsity", "fig-ch02-choose-k", "fig-ch02-gap"):
-        assert f'id="{name}"' in raw, f"figure {name} missing"
-        assert f'href="#{name}"' in raw, f"figure {name} is never referred to"
+    figures = ("fig-ch02-context", "fig-ch02-sparsity", "fig-ch02-choose-k", "fig-ch02-gap")
+    why = "sparsity, choice of k, and train/validation figures expected"
+    check_figures(raw, *figures, at_least=3, why=why, built_book=built_book, referred=True)
     assert "Backoff and Kneser–Ney" in text and "uniform distribution" in text
     for author in ("Jelinek", "Katz", "Kneser", "Chen"):
         assert author in text, f"{author} missing from the further reading"

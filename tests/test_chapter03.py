@@ -10,26 +10,21 @@ autograd and of the softmax gradient passing). Every number the prose states is 
 
 from __future__ import annotations
 
-import ast
 import html
 import itertools
-import json
 import math
 import re
 
 import numpy as np
 import pytest
-from _book_helpers import html_tables, prose, read_page
+from _book_helpers import check_figures, glued_values, html_tables, page_fixture, prose, read_page
 
 from mini_llm.corpus import load_corpus
 from mini_llm.evaluation import perplexity, split_documents
 from mini_llm.smoothing import NGramModel, fit_interpolation_weights
 from mini_llm.vocab import BOS, Vocabulary
 
-
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, "ch03_neural_lm")
+page = page_fixture("ch03_neural_lm")
 
 
 @pytest.fixture(scope="module")
@@ -356,13 +351,9 @@ def test_embedding_claims_match_the_measured_distances(page):
 
 def test_training_curve_embeddings_and_samples_are_on_the_page(page, built_book):
     raw, text = page
-    images = re.findall(r'<img[^>]+src="([^"]+\.png)"', raw)
-    assert len(images) >= 3, "gradient noise, loss curve and embedding figures expected"
-    for src in images:
-        assert (built_book / src).stat().st_size > 10_000, f"{src} looks empty"
-    for name in ("fig-ch03-mlp", "fig-ch03-gradient-noise", "fig-ch03-loss", "fig-ch03-letters"):
-        assert f'id="{name}"' in raw, f"figure {name} missing"
-        assert f'href="#{name}"' in raw, f"figure {name} is never referred to"
+    figures = ("fig-ch03-mlp", "fig-ch03-gradient-noise", "fig-ch03-loss", "fig-ch03-letters")
+    why = "gradient noise, loss curve and embedding figures expected"
+    check_figures(raw, *figures, at_least=3, why=why, built_book=built_book, referred=True)
     assert "linalg.svd" in text
     samples = re.search(
         r"\(\* = a name of the training set: (\d+) of (\d+); real names it never trained "
@@ -522,10 +513,6 @@ def test_the_intro_claims_only_what_the_page_measured(built_book):
     on validation data": true only while it is lower on average and on every seed."""
     _, intro = read_page(built_book, "intro")
     assert "beats the n-gram model on validation data" in " ".join(intro.split())
-    record = built_book.parent / "jupyter_execute" / "ch03_neural_lm.glue.json"
-    glued = {
-        key: ast.literal_eval(out["data"]["text/plain"])
-        for key, out in json.loads(record.read_text(encoding="utf-8")).items()
-    }
+    glued = glued_values(built_book, "ch03_neural_lm", in_prose=False)
     assert glued["ch03_lower_or_higher"] == "lower"
     assert glued["ch03_seed_verdict"] == "and lower on every seed"

@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from _book_helpers import glued_values, html_tables, read_page
+from _book_helpers import check_figures, glued_fixture, html_tables, page_fixture
 
 from mini_llm.corpus import load_corpus
 from mini_llm.embeddings import (
@@ -24,15 +24,8 @@ from mini_llm.embeddings import (
 )
 from mini_llm.vocab import word_tokens
 
-
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, "ch04_embeddings")
-
-
-@pytest.fixture(scope="module")
-def glued(built_book):
-    return glued_values(built_book, "ch04_embeddings")
+page = page_fixture("ch04_embeddings")
+glued = glued_fixture("ch04_embeddings")
 
 
 @pytest.fixture(scope="module")
@@ -319,8 +312,5 @@ def test_analogies_beat_the_random_control_and_the_page_reports_them_honestly(pa
 def test_page_has_its_figures_and_math(page):
     """Goals, summary, exercise link and non-empty figures are checked for every chapter in
     test_book.py; here, that this chapter's own figures and equations are there."""
-    raw, _ = page
-    for name in ("zipf", "subsampling", "sgns-diagram", "loss", "map"):
-        assert f'id="fig-ch04-{name}"' in raw, f"figure fig-ch04-{name} missing"
-    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 4
-    assert raw.count('class="math') >= 10
+    names = ("zipf", "subsampling", "sgns-diagram", "loss", "map")
+    check_figures(page[0], *(f"fig-ch04-{name}" for name in names), at_least=4, math=10)

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from _book_helpers import glued_values, html_tables, read_page
+from _book_helpers import check_figures, glued_fixture, html_tables, page_fixture
 
 from mini_llm.corpus import load_text
 from mini_llm.engine.train import TrainConfig
@@ -22,14 +22,8 @@ from mini_llm.tokenizer import CharTokenizer
 PROMPT = "ROMEO:\n"
 
 
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, "ch05_rnn")
-
-
-@pytest.fixture(scope="module")
-def glued(built_book):
-    return glued_values(built_book, "ch05_rnn")
+page = page_fixture("ch05_rnn")
+glued = glued_fixture("ch05_rnn")
 
 
 def number(pattern: str, text: str) -> float:
@@ -394,8 +388,5 @@ def test_clipping_equals_pytorch(page):
 def test_page_has_its_figures_and_math(page):
     """Goals, summary, exercise link and non-empty figures are checked for every chapter in
     test_book.py; here, that this chapter's own figures and equations are there."""
-    raw, _ = page
-    for name in ("unrolled", "training", "memory", "gradients", "clipping"):
-        assert f'id="fig-ch05-{name}"' in raw, f"figure fig-ch05-{name} missing"
-    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 4
-    assert raw.count('class="math') >= 8
+    names = ("unrolled", "training", "memory", "gradients", "clipping")
+    check_figures(page[0], *(f"fig-ch05-{name}" for name in names), at_least=4, math=8)

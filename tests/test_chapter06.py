@@ -6,9 +6,8 @@ from __future__ import annotations
 import math
 import re
 
-import pytest
 import torch
-from _book_helpers import glued_values, html_tables, read_page
+from _book_helpers import glued_fixture, html_tables, page_fixture
 
 from mini_llm.lstm import SequenceClassifier, first_token_task
 
@@ -18,14 +17,8 @@ NOBIAS = "LSTM, forget bias not raised"
 SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, "ch06_lstm")
-
-
-@pytest.fixture(scope="module")
-def glued(built_book):
-    return glued_values(built_book, "ch06_lstm")
+page = page_fixture("ch06_lstm")
+glued = glued_fixture("ch06_lstm")
 
 
 def readable(x: float) -> str:

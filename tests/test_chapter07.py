@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pytest
 import torch
-from _book_helpers import glued_values, html_tables, read_page
+from _book_helpers import glued_fixture, html_tables, page_fixture
 
 from mini_llm.seq2seq import (
     BOS,
@@ -22,14 +21,8 @@ from mini_llm.seq2seq import (
 SEEDS, STEPS, BATCH = (0, 1, 2), 400, 64  # the chapter's training streams
 
 
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, "ch07_attention")
-
-
-@pytest.fixture(scope="module")
-def glued(built_book):
-    return glued_values(built_book, "ch07_attention")
+page = page_fixture("ch07_attention")
+glued = glued_fixture("ch07_attention")
 
 
 def number_of(digits: list[str]) -> int:

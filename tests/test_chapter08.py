@@ -3,36 +3,14 @@ and every comparison the prose makes holds for those values."""
 
 from __future__ import annotations
 
-import ast
-import json
 import math
 import re
 
 import pytest
-from _book_helpers import html_tables, read_page
+from _book_helpers import glued_fixture, html_tables, page_fixture, shown
 
-
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, "ch08_self_attention")
-
-
-@pytest.fixture(scope="module")
-def glued(built_book):
-    """name -> value of every glue() call, as the executed page recorded it."""
-    executed = built_book.parent / "jupyter_execute" / "ch08_self_attention.glue.json"
-    records = json.loads(executed.read_text(encoding="utf-8"))
-    return {
-        name: ast.literal_eval(record["data"]["text/plain"]) for name, record in records.items()
-    }
-
-
-def shown(page, glued, name, spec):
-    """The glued value, after checking that the prose shows it formatted with ``spec``."""
-    _, text = page
-    value = glued[name]
-    assert format(value, spec) in text, f"{name} = {format(value, spec)} not on the page"
-    return value
+page = page_fixture("ch08_self_attention")
+glued = glued_fixture("ch08_self_attention", in_prose=False)
 
 
 def test_it_attends_to_agent(page, glued):

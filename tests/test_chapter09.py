@@ -3,13 +3,11 @@ and every comparison the prose makes holds for those values."""
 
 from __future__ import annotations
 
-import ast
-import json
 import re
 
 import numpy as np
 import pytest
-from _book_helpers import html_tables, read_page
+from _book_helpers import glued_fixture, glued_values, html_tables, page_fixture, shown
 
 from mini_llm.seq2seq import BOS, Seq2Seq, is_held_out, number_pairs, vocabularies
 from mini_llm.transformer import Transformer, transformer_parameter_count
@@ -17,27 +15,8 @@ from mini_llm.transformer import Transformer, transformer_parameter_count
 PAGE = "ch09_transformer"
 
 
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, PAGE)
-
-
-@pytest.fixture(scope="module")
-def glued(built_book):
-    """name -> value of every glue() call, as the executed page recorded it."""
-    executed = built_book.parent / "jupyter_execute" / f"{PAGE}.glue.json"
-    records = json.loads(executed.read_text(encoding="utf-8"))
-    return {
-        name: ast.literal_eval(record["data"]["text/plain"]) for name, record in records.items()
-    }
-
-
-def shown(page, glued, name, spec=""):
-    """The glued value, after checking that the prose shows it formatted with ``spec``."""
-    _, text = page
-    value = glued[name]
-    assert format(value, spec) in text, f"{name} = {format(value, spec)} not on the page"
-    return value
+page = page_fixture(PAGE)
+glued = glued_fixture(PAGE, in_prose=False)
 
 
 def test_layers_equal_pytorch(page, glued):
@@ -103,12 +82,7 @@ def test_transformer_against_gru(built_book, page, glued):
     assert shown(page, glued, "ch09_overlap") == 0  # disjoint by construction, and counted
     trained = shown(page, glued, "ch09_trained_numbers", ",")
     # "chapter 7's budget": the steps and pairs per step that chapter 7's page glued
-    records = json.loads(
-        (built_book.parent / "jupyter_execute" / "ch07_attention.glue.json").read_text(
-            encoding="utf-8"
-        )
-    )
-    chapter_7 = {name: ast.literal_eval(r["data"]["text/plain"]) for name, r in records.items()}
+    chapter_7 = glued_values(built_book, "ch07_attention", in_prose=False)
     steps, batch = shown(page, glued, "ch09_steps"), shown(page, glued, "ch09_batch")
     assert steps == int(str(chapter_7["ch07_steps"]).replace(",", ""))
     assert batch == int(chapter_7["ch07_batch"])

@@ -4,15 +4,13 @@ holds for those values."""
 
 from __future__ import annotations
 
-import ast
 import itertools
-import json
 import re
 
 import pytest
-from _book_helpers import read_page
+from _book_helpers import glued_fixture, page_fixture, shown
 
-from mini_llm.bpe import BPETokenizer
+from mini_llm.bpe_fast import BPETokenizer
 from mini_llm.corpus import load_corpus, load_text
 from mini_llm.engine.data import training_text
 from mini_llm.flops import gpt_flops_per_token
@@ -23,27 +21,8 @@ from mini_llm.vocab import UnknownTokenError, Vocabulary, word_tokens
 PAGE = "ch10_tokenization"
 
 
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, PAGE)
-
-
-@pytest.fixture(scope="module")
-def glued(built_book):
-    """name -> value of every glue() call, as the executed page recorded it."""
-    executed = built_book.parent / "jupyter_execute" / f"{PAGE}.glue.json"
-    records = json.loads(executed.read_text(encoding="utf-8"))
-    return {
-        name: ast.literal_eval(record["data"]["text/plain"]) for name, record in records.items()
-    }
-
-
-def shown(page, glued, name, spec=""):
-    """The glued value, after checking that the prose shows it formatted with ``spec``."""
-    _, text = page
-    value = glued[name]
-    assert format(value, spec) in text, f"{name} = {format(value, spec)} not on the page"
-    return value
+page = page_fixture(PAGE)
+glued = glued_fixture(PAGE, in_prose=False)
 
 
 @pytest.fixture(scope="module")

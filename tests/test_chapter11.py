@@ -3,9 +3,7 @@ and every comparison the prose makes holds for those values."""
 
 from __future__ import annotations
 
-import ast
 import inspect
-import json
 import math
 import re
 import shlex
@@ -13,7 +11,13 @@ import shlex
 import numpy as np
 import pytest
 import torch
-from _book_helpers import BOOK_DIR, html_tables, read_page
+from _book_helpers import (
+    BOOK_DIR,
+    glued_fixture,
+    glued_values,
+    html_tables,
+    page_fixture,
+)
 
 from mini_llm.cli import DEFAULT_CONFIG, build_parser
 from mini_llm.engine.configs import CONFIGS, resolve
@@ -26,19 +30,8 @@ from mini_llm.learner.registry import PARTS, parts_of
 PAGE = "ch11_gpt"
 
 
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, PAGE)
-
-
-@pytest.fixture(scope="module")
-def glued(built_book):
-    """name -> value of every glue() call, as the executed page recorded it."""
-    executed = built_book.parent / "jupyter_execute" / f"{PAGE}.glue.json"
-    records = json.loads(executed.read_text(encoding="utf-8"))
-    return {
-        name: ast.literal_eval(record["data"]["text/plain"]) for name, record in records.items()
-    }
+page = page_fixture(PAGE)
+glued = glued_fixture(PAGE, in_prose=False)
 
 
 def test_every_glued_number_in_the_prose_is_on_the_page(page, glued):
@@ -175,10 +168,7 @@ def test_the_rnn_of_the_comparison_is_chapter_5s(built_book, page, glued):
     """The prose's "RNN of chapter 5 (embedding ..., ... hidden units)" and its learning rate
     "(chapter 5's)": the shape and rate this page trains with are the ones chapter 5's page
     glued for its character RNN, and the prose shows the shape."""
-    records = json.loads(
-        (built_book.parent / "jupyter_execute" / "ch05_rnn.glue.json").read_text(encoding="utf-8")
-    )
-    chapter_5 = {name: ast.literal_eval(r["data"]["text/plain"]) for name, r in records.items()}
+    chapter_5 = glued_values(built_book, "ch05_rnn", in_prose=False)
     assert glued["ch11_rnn_embedding"] == chapter_5["ch05_embedding_dim"]
     assert glued["ch11_rnn_hidden"] == chapter_5["ch05_hidden_dim"]
     assert glued["ch11_rnn_lr"] == chapter_5["ch05_learning_rate"]  # "(chapter 5's)"

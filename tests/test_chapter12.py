@@ -4,23 +4,29 @@ only from the committed results file."""
 
 from __future__ import annotations
 
-import ast
 import functools
 import inspect
-import json
 import math
 import re
 
 import numpy as np
 import pytest
-from _book_helpers import BOOK_DIR, html_tables, html_text, read_page
+from _book_helpers import (
+    BOOK_DIR,
+    glued_fixture,
+    html_tables,
+    html_text,
+    page_fixture,
+    shown,
+)
+from booklib.gpu_results import step_mfu, summary_sentence, timing_spread
 
 from mini_llm.corpus import load_text
 from mini_llm.engine import configs
 from mini_llm.engine.data import prepare
+from mini_llm.engine.results import read_gpu_results
 from mini_llm.flops import gpt_flops_per_token, mfu
 from mini_llm.gpt import GPT, GPTConfig
-from mini_llm.gpu_results import read_gpu_results, step_mfu, summary_sentence, timing_spread
 from mini_llm.scaling import fit_power_law
 from mini_llm.tokenizer import CharTokenizer
 
@@ -33,27 +39,8 @@ def vocab() -> int:
     return CharTokenizer.from_text(load_text("shakespeare")).vocab_size
 
 
-@pytest.fixture(scope="module")
-def page(built_book):
-    return read_page(built_book, PAGE)
-
-
-@pytest.fixture(scope="module")
-def glued(built_book):
-    """name -> value of every glue() call, as the executed page recorded it."""
-    executed = built_book.parent / "jupyter_execute" / f"{PAGE}.glue.json"
-    records = json.loads(executed.read_text(encoding="utf-8"))
-    return {
-        name: ast.literal_eval(record["data"]["text/plain"]) for name, record in records.items()
-    }
-
-
-def shown(page, glued, name, spec=""):
-    """The glued value, after checking that the prose shows it formatted with ``spec``."""
-    _, text = page
-    value = glued[name]
-    assert format(value, spec) in text, f"{name} = {format(value, spec)} not on the page"
-    return value
+page = page_fixture(PAGE)
+glued = glued_fixture(PAGE, in_prose=False)
 
 
 def test_flops_table_and_the_share_of_attention(page, glued):

@@ -27,6 +27,8 @@ from _exercise_helpers import (
 )
 from nbgrader.api import Gradebook
 
+pytestmark = pytest.mark.usefixtures("bubblewrap")  # `mini-llm grade` runs in its sandbox
+
 GRADE = [sys.executable, "-m", "mini_llm.cli", "grade"]
 """`mini-llm grade` with this interpreter (the console script's shebang names the interpreter of
 whichever checkout last installed the package)"""

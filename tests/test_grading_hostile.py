@@ -33,7 +33,7 @@ TIMEOUTS = ["--timeout", "120", "--cell-timeout", "20", "--memory-mb", "1024"]
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory, grader_path):
+def graded(tmp_path_factory, grader_path, bubblewrap):
     course = new_course(tmp_path_factory.mktemp("hostile"), [ASSIGNMENT])
     kit = Kit(
         course,

@@ -78,7 +78,7 @@ def score_by_hand(course, student: str, points: float, comment: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory, grader_path):
+def course(tmp_path_factory, grader_path, bubblewrap):
     course = new_course(tmp_path_factory.mktemp("manual") / "course", [ASSIGNMENT])
     for student, folder in (("writer", SOLUTIONS), ("blank", EXERCISES)):
         target = course / "submitted" / student / ASSIGNMENT

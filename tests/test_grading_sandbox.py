@@ -7,6 +7,7 @@ call does to its arguments."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -14,16 +15,16 @@ import time
 import psutil
 import pytest
 from _exercise_helpers import BIN, SOLUTIONS
+from conftest import require_bubblewrap
 
 from mini_llm.grading import jail, limits
 from mini_llm.grading.notebook import Assignment, Cell, Submission
 from mini_llm.grading.verify import verify
 
-SANDBOX = jail.check(trusted_cohort=False)
 LIMIT = limits.Limits(memory_mb=1024, cpu_s=60)
 
 
-def _replay(tmp_path, answer: str, test: str, files=()):
+def _replay(sandbox: jail.Jail, tmp_path, answer: str, test: str, files=()):
     cells = [
         Cell("setup", "setup", "import numpy as np\n", "code"),
         Cell("answer", "f_impl", "def f(x):\n    return x\n", "code"),
@@ -38,7 +39,7 @@ def _replay(tmp_path, answer: str, test: str, files=()):
         60,
         20,
         list(files),
-        SANDBOX,
+        sandbox,
     )
 
 
@@ -48,7 +49,14 @@ def _passed(outcome) -> bool:
     return bool(test.passed)
 
 
-def test_a_call_that_changes_its_arguments_in_place_is_seen_by_the_test(tmp_path):
+def _seen(sandbox, tmp_path, answer: str, test: str, honest: str) -> None:
+    """``test`` passes ``answer``, which changes its arguments, and fails ``honest``, which does
+    not: the test sees what the call did to them."""
+    assert _passed(_replay(sandbox, tmp_path, answer, test))
+    assert not _passed(_replay(sandbox, tmp_path / "honest", honest, test))
+
+
+def test_a_call_that_changes_its_arguments_in_place_is_seen_by_the_test(bubblewrap, tmp_path):
     answer = (
         "def f(a, items, table):\n    a /= a.sum()\n    items.append(3)\n"
         "    table['k'] = 1\n    return None\n"
@@ -58,12 +66,10 @@ def test_a_call_that_changes_its_arguments_in_place_is_seen_by_the_test(tmp_path
         "assert a.tolist() == [0.25, 0.75], a\nassert items == [1, 3], items\n"
         "assert table == {'k': 1}, table\n"
     )
-    assert _passed(_replay(tmp_path, answer, test))
-    honest = "def f(a, items, table):\n    return None\n"
-    assert not _passed(_replay(tmp_path / "honest", honest, test))
+    _seen(bubblewrap, tmp_path, answer, test, honest="def f(a, items, table):\n    return None\n")
 
 
-def test_a_call_that_reshapes_its_argument_in_place_is_seen_by_the_test(tmp_path):
+def test_a_call_that_reshapes_its_argument_in_place_is_seen_by_the_test(bubblewrap, tmp_path):
     """unsqueeze_/a.shape = ... change only the shape: the test sees that too (a learner's
     causal_mask once changed the caller's padding mask this way and kept its points)."""
     answer = "def f(a, t):\n    a.shape = (1, 2)\n    t.unsqueeze_(0)\n    return None\n"
@@ -72,9 +78,7 @@ def test_a_call_that_reshapes_its_argument_in_place_is_seen_by_the_test(tmp_path
         "assert a.shape == (1, 2) and a.tolist() == [[1.0, 3.0]], a\n"
         "assert t.shape == (1, 2) and t.tolist() == [[True, False]], t\n"
     )
-    assert _passed(_replay(tmp_path, answer, test))
-    honest = "def f(a, t):\n    return None\n"
-    assert not _passed(_replay(tmp_path / "honest", honest, test))
+    _seen(bubblewrap, tmp_path, answer, test, honest="def f(a, t):\n    return None\n")
 
 
 LENT_STEP_TEST = """
@@ -99,7 +103,9 @@ assert torch.allclose(momentum, by_hand.state[expected[0].weight]["momentum_buff
 """
 
 
-def test_a_model_and_optimizer_lent_to_the_learners_code_come_back_as_it_left_them(tmp_path):
+def test_a_model_and_optimizer_lent_to_the_learners_code_come_back_as_it_left_them(
+    bubblewrap, tmp_path
+):
     """A test's own model and optimizer, handed to a learner's training step, come back with
     the weights, gradients, training flags and momentum the step gave them, and keep their
     identity (the optimizer still holds the model's parameters)."""
@@ -107,25 +113,25 @@ def test_a_model_and_optimizer_lent_to_the_learners_code_come_back_as_it_left_th
         "def f(model, optimizer, x):\n    model.train()\n    optimizer.zero_grad()\n"
         "    model(x).sum().backward()\n    optimizer.step()\n"
     )
-    assert _passed(_replay(tmp_path, answer, LENT_STEP_TEST))
+    assert _passed(_replay(bubblewrap, tmp_path, answer, LENT_STEP_TEST))
     stale = answer.replace("    optimizer.zero_grad()\n", "")  # adds the stale gradients
-    assert not _passed(_replay(tmp_path / "stale", stale, LENT_STEP_TEST))
+    assert not _passed(_replay(bubblewrap, tmp_path / "stale", stale, LENT_STEP_TEST))
     honest = "def f(model, optimizer, x):\n    return None\n"
-    assert not _passed(_replay(tmp_path / "honest", honest, LENT_STEP_TEST))
+    assert not _passed(_replay(bubblewrap, tmp_path / "honest", honest, LENT_STEP_TEST))
 
 
-def test_a_lent_model_changed_beyond_its_numbers_fails_the_test(tmp_path):
+def test_a_lent_model_changed_beyond_its_numbers_fails_the_test(bubblewrap, tmp_path):
     answer = (
         "import torch\ndef f(model):\n    model.weight = torch.nn.Parameter(torch.zeros(5, 5))\n"
     )
     test = "import torch\nmodel = torch.nn.Linear(2, 2)\nf(model)\n"
-    outcome = _replay(tmp_path, answer, test)
+    outcome = _replay(bubblewrap, tmp_path, answer, test)
     assert not _passed(outcome)
     message = next(c for c in outcome.cells if c.kind == "test").message
     assert "changed the Linear it was given beyond its numbers" in message, message
 
 
-def test_a_lent_model_that_holds_a_learners_object_reaches_it_in_the_sandbox(tmp_path):
+def test_a_lent_model_that_holds_a_learners_object_reaches_it_in_the_sandbox(bubblewrap, tmp_path):
     """A test's module that wraps the learner's object (which lives in the sandbox) is lent
     with a handle in its place, and the learner's code finds its own object there."""
     answer = (
@@ -139,10 +145,12 @@ def test_a_lent_model_that_holds_a_learners_object_reaches_it_in_the_sandbox(tmp
         "        super().__init__()\n        self.inner, self.scale = inner, 3\n"
         "assert f(Wrapper(f())) == ('Net', 3), f(Wrapper(f()))\n"
     )
-    assert _passed(_replay(tmp_path, answer, test))
+    assert _passed(_replay(bubblewrap, tmp_path, answer, test))
 
 
-def test_a_submission_that_sends_objects_back_for_a_lent_model_fails_and_sends_nothing(tmp_path):
+def test_a_submission_that_sends_objects_back_for_a_lent_model_fails_and_sends_nothing(
+    bubblewrap, tmp_path
+):
     """The submission's process is the submission's: here it replaces what reports a lent
     model's state by the model itself (a handle, which the grader would have to call into).
     The grader decodes lent state as plain data only, so the test fails and the grader's model
@@ -156,14 +164,16 @@ def test_a_submission_that_sends_objects_back_for_a_lent_model_fails_and_sends_n
         "import torch\nmodel = torch.nn.Linear(2, 2)\nbefore = model.weight.detach().clone()\n"
         "try:\n    f(model)\nfinally:\n    assert torch.equal(model.weight, before)\n"
     )
-    outcome = _replay(tmp_path, answer, test)
+    outcome = _replay(bubblewrap, tmp_path, answer, test)
     assert not _passed(outcome)
     message = next(c for c in outcome.cells if c.kind == "test").message
     assert "beyond its numbers: unknown value on the wire" in message, message
 
 
 @pytest.mark.parametrize("marked", [True, False])
-def test_a_helper_marked_beside_the_answers_runs_on_the_learners_own_model(tmp_path, marked):
+def test_a_helper_marked_beside_the_answers_runs_on_the_learners_own_model(
+    bubblewrap, tmp_path, marked
+):
     """backward() through the learner's model needs the model itself, which stays in the
     sandbox: a marked helper runs there and returns data; unmarked, it sees a copy."""
     answer = (
@@ -173,16 +183,16 @@ def test_a_helper_marked_beside_the_answers_runs_on_the_learners_own_model(tmp_p
         "def f():\n    return Net()\n"
     )
     test = (
-        "import torch\nfrom mini_llm.checks import beside_the_answers\n"
+        "import torch\nfrom mini_llm.grading.lending import beside_the_answers\n"
         + ("@beside_the_answers\n" if marked else "")
         + "def gradient(model, x):\n    model(x).backward()\n"
         "    return None if model.w.grad is None else model.w.grad.tolist()\n"
         "assert gradient(f(), torch.tensor([2.0, 3.0])) == [2.0, 3.0]\n"
     )
-    assert _passed(_replay(tmp_path, answer, test)) == marked
+    assert _passed(_replay(bubblewrap, tmp_path, answer, test)) == marked
 
 
-def test_the_sandbox_sees_no_course_file_and_no_grader_process(tmp_path):
+def test_the_sandbox_sees_no_course_file_and_no_grader_process(bubblewrap, tmp_path):
     secret = tmp_path / "course" / "solutions.txt"
     secret.parent.mkdir()
     secret.write_text("the answers")
@@ -194,10 +204,10 @@ def test_the_sandbox_sees_no_course_file_and_no_grader_process(tmp_path):
     # 2 processes: bwrap's init and this Python. The venv is visible (read-only), the reference
     # solutions beside it are not.
     test = "assert f(0) == (False, 65534, 2, False), f(0)\n"
-    assert _passed(_replay(tmp_path / "replay", answer, test))
+    assert _passed(_replay(bubblewrap, tmp_path / "replay", answer, test))
 
 
-def test_nothing_the_submission_started_outlives_its_sandbox(tmp_path):
+def test_nothing_the_submission_started_outlives_its_sandbox(bubblewrap, tmp_path):
     marker = f"outlives-{os.getpid()}-{time.time_ns()}"
     answer = (
         "import os, subprocess\n"
@@ -206,7 +216,7 @@ def test_nothing_the_submission_started_outlives_its_sandbox(tmp_path):
         "    os._exit(0)\n"
         "def f(x):\n    return x\n"
     )
-    assert _passed(_replay(tmp_path, answer, "assert f(2) == 2\n"))
+    assert _passed(_replay(bubblewrap, tmp_path, answer, "assert f(2) == 2\n"))
     time.sleep(0.5)
     survivors = [
         p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])
@@ -235,7 +245,9 @@ def test_without_bubblewrap_the_grader_refuses_unless_the_cohort_is_trusted(tmp_
 
 
 @pytest.mark.parametrize("trusted_cohort", [False, True])
-def test_the_data_files_of_the_assignment_are_in_the_working_folder(tmp_path, trusted_cohort):
+def test_the_data_files_of_the_assignment_are_in_the_working_folder(
+    request, tmp_path, trusted_cohort
+):
     data = tmp_path / "words.txt"
     data.write_text("alpha beta")
     cells = [
@@ -251,6 +263,41 @@ def test_the_data_files_of_the_assignment_are_in_the_working_folder(tmp_path, tr
         60,
         20,
         [data],
-        jail.check(trusted_cohort),
+        jail.check(trusted_cohort) if trusted_cohort else request.getfixturevalue("bubblewrap"),
     )
     assert _passed(outcome)
+
+
+def _no_bwrap(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name, *args, **kwargs: None)
+
+
+def _no_user_namespaces(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name, *args, **kwargs: f"/usr/bin/{name}")
+
+    def check(trusted_cohort):
+        raise jail.SandboxUnavailable("bubblewrap cannot make a sandbox here (test)")
+
+    monkeypatch.setattr(jail, "check", check)
+
+
+@pytest.mark.parametrize("ci", ["", "true"])
+@pytest.mark.parametrize(
+    ("breakage", "reason"),
+    [
+        (_no_bwrap, "bubblewrap is not installed: apt-get install bubblewrap"),
+        (_no_user_namespaces, "bubblewrap cannot make a sandbox here"),
+    ],
+)
+def test_without_a_sandbox_its_tests_skip_with_the_reason_but_fail_in_ci(
+    monkeypatch, ci, breakage, reason
+):
+    """conftest.py's ``bubblewrap`` fixture: where the sandbox cannot be made, a test that
+    needs it is skipped, saying why and what to install; with CI=true it fails (CI skips no
+    test)."""
+    breakage(monkeypatch)
+    monkeypatch.setenv("CI", ci)
+    outcome = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(outcome, match=reason) as raised:
+        require_bubblewrap()
+    assert ("CI=true" in str(raised.value)) == bool(ci)

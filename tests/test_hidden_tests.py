@@ -79,6 +79,12 @@ def _tests(assignment: str, part: str) -> tuple[str, str]:
     return split_test_cell(cell_by_grade_id(NOTEBOOKS[assignment], f"{part}_tests").source)
 
 
+def _message(assignment: str, part: str, bug_id: str, tests: int = 1) -> str | None:
+    """What the hidden (``tests=1``) or visible (0) tests of ``part`` say of the bug ``bug_id``."""
+    buggy = _bugs(assignment, part)[bug_id]
+    return check_failure(_tests(assignment, part)[tests], part, buggy)
+
+
 def _package_function(assignment: str, part: str):
     names = MODULES[assignment].REFERENCE
     # a bug file's RENAMED maps a part to its reference's name where the two differ
@@ -139,6 +145,44 @@ def test_notebook_functions_have_the_package_signatures(assignment, part):
 
 
 @pytest.mark.parametrize(("assignment", "part"), PARTS, ids=_ids(PARTS))
+def test_known_bugs_and_alternatives_have_the_package_signatures(assignment, part):
+    """A learner's answer has the part's signature, and so has every registered one: those
+    made with ``variant`` take the reference's (``like``), not their implementation's knobs."""
+    expected = _parameters(_package_function(assignment, part))
+    for table in (MODULES[assignment].BUGS, MODULES[assignment].ALTERNATIVES):
+        for key, fn in table.get(part, {}).items():
+            if not inspect.isclass(fn):
+                assert _parameters(fn) == expected, f"{part} {key!r}: {inspect.signature(fn)}"
+
+
+def test_a_variant_has_its_reference_s_signature_and_changes_what_it_names():
+    """tests/buggy/_registry.py's ``variant``: the caller's arguments, defaults filled in, with
+    the named ones replaced (a value), computed (``derived``) or added (a knob of the
+    implementation); ``returns`` changes the result."""
+    from buggy._registry import derived, variant
+
+    def reference(a, b=2, *, c=3):
+        return a, b, c
+
+    def implementation(a, b=2, *, c=3, knob=0):
+        return a, b, c, knob
+
+    changed = variant(
+        implementation,
+        like=reference,
+        b=derived(lambda args: args.b * 10),
+        knob=1,
+        returns=lambda result, args: (*result, args.a),
+    )
+    assert inspect.signature(changed) == inspect.signature(reference)
+    assert changed(1) == (1, 20, 3, 1, 1)
+    assert changed(1, 5, c=7) == (1, 50, 7, 1, 1)
+    with pytest.raises(TypeError):
+        changed(1, knob=2)  # not a parameter of the part: a learner's function has no such knob
+    assert variant(reference, c=0)(4, c=9) == (4, 2, 0)
+
+
+@pytest.mark.parametrize(("assignment", "part"), PARTS, ids=_ids(PARTS))
 def test_package_and_notebook_solution_pass_visible_and_hidden_tests(assignment, part):
     visible, hidden = _tests(assignment, part)
     for implementation in (
@@ -153,10 +197,10 @@ def test_package_and_notebook_solution_pass_visible_and_hidden_tests(assignment,
 def test_hidden_tests_fail_the_buggy_implementation_with_a_teaching_message(
     assignment, part, bug_id
 ):
-    buggy = _bugs(assignment, part)[bug_id]
-    message = check_failure(_tests(assignment, part)[1], part, buggy)
+    message = _message(assignment, part, bug_id)
     assert message is not None, (
-        f"the hidden tests of {assignment}.{part} accept the bug {bug_id!r}: {buggy.__doc__}"
+        f"the hidden tests of {assignment}.{part} accept the bug {bug_id!r}: "
+        f"{_bugs(assignment, part)[bug_id].__doc__}"
     )
     # A teaching message: which call, what was expected, what came back, and why.
     assert f"{part}(" in message.splitlines()[0], message
@@ -186,7 +230,7 @@ def test_feedback_on_a_hidden_check_gives_away_neither_its_input_nor_its_answer(
     """A failed hidden check shows the learner only the function, the kind of failure and the
     hint (``redact``): no number of the hidden call or of its expected value may come back
     through the hint."""
-    message = check_failure(_tests(assignment, part)[1], part, _bugs(assignment, part)[bug_id])
+    message = _message(assignment, part, bug_id)
     first, *rest = message.splitlines()
     if "raised an error" in first:
         return  # the hint names the learner's own line of code, not the test's case
@@ -259,11 +303,7 @@ def test_every_part_has_a_correct_alternative(assignment):
 
 
 def test_ch01_message_for_a_dropped_last_pair_shows_expected_and_got():
-    message = check_failure(
-        _tests("ch01_bigrams", "count_bigrams")[0],
-        "count_bigrams",
-        _bugs("ch01_bigrams", "count_bigrams")["drops_last_pair"],
-    )
+    message = _message("ch01_bigrams", "count_bigrams", "drops_last_pair", tests=0)
     assert message.splitlines() == [
         "count_bigrams([[0, 1, 1]], vocab_size=3)[1, 1] is wrong.",
         "  expected: 1",
@@ -273,22 +313,14 @@ def test_ch01_message_for_a_dropped_last_pair_shows_expected_and_got():
 
 
 def test_ch01_message_for_nan_rows_names_the_input_and_the_fix():
-    message = check_failure(
-        _tests("ch01_bigrams", "bigram_probabilities")[1],
-        "bigram_probabilities",
-        _bugs("ch01_bigrams", "bigram_probabilities")["nan_on_empty_rows"],
-    )
+    message = _message("ch01_bigrams", "bigram_probabilities", "nan_on_empty_rows")
     first = message.splitlines()[0]
     assert first.startswith("bigram_probabilities([[0, 0, 0],"), message
     assert "nan" in message and "1 / V" in message
 
 
 def test_ch02_message_for_a_perplexity_without_the_mean():
-    message = check_failure(
-        _tests("ch02_ngrams", "perplexity")[0],
-        "perplexity",
-        _bugs("ch02_ngrams", "perplexity")["sum_not_mean"],
-    )
+    message = _message("ch02_ngrams", "perplexity", "sum_not_mean", tests=0)
     assert message.splitlines() == [
         "perplexity([0.5, 0.5, 0.5]) is wrong.",
         "  expected: 2.0",

@@ -24,7 +24,7 @@ import urllib.request
 import pytest
 from _exercise_helpers import REPO, SOLUTIONS, new_course, notebook_path
 from nbgrader.api import Gradebook
-from test_browser import SCREENSHOTS, browser, sync_playwright  # noqa: F401 (fixtures)
+from test_browser import SCREENSHOTS, browser  # noqa: F401 (a fixture)
 from test_grading_manual import ASSIGNMENT, AUTO, QUESTION, WRITTEN, csv_row, grade
 
 GIVEN = WRITTEN - 1  # what the instructor types into formgrader
@@ -32,7 +32,7 @@ LOAD_MS = 120_000  # a busy 2-core machine: JupyterLab's first load takes a whil
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory, grader_path):
+def course(tmp_path_factory, grader_path, bubblewrap):
     course = new_course(tmp_path_factory.mktemp("lab") / "course", [ASSIGNMENT])
     target = course / "submitted" / "writer" / ASSIGNMENT
     target.mkdir(parents=True)

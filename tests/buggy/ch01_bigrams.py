@@ -15,12 +15,15 @@ import math
 
 import numpy as np
 
+from mini_llm import ngram
+
 from ._registry import checked_ids, new_registry
 
 REFERENCE = ("mini_llm.ngram",)
 """the mini_llm modules that hold the reference of each graded part"""
 
 BUGS, ALTERNATIVES, bug, correct = new_registry()
+derived = bug.derived
 
 
 # --------------------------------------------------------------------------- count_bigrams
@@ -46,13 +49,21 @@ def _(sequences, vocab_size):
     return counts
 
 
-@bug("count_bigrams", "transposed", "counts[next, previous] instead of counts[previous, next]")
-def _(sequences, vocab_size):
+def _count(sequences, vocab_size, *, checked=True, transposed=False):
+    """The right counts (with ``checked`` ids); ``transposed``: counts[next, previous]."""
     counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
     for sequence in sequences:
-        ids = checked_ids(sequence, vocab_size)
-        np.add.at(counts, (ids[1:], ids[:-1]), 1)
+        ids = checked_ids(sequence, vocab_size) if checked else np.asarray(sequence, np.int64)
+        np.add.at(counts, (ids[1:], ids[:-1]) if transposed else (ids[:-1], ids[1:]), 1)
     return counts
+
+
+_count_bug = bug.variants("count_bigrams", _count, like=ngram.count_bigrams)
+
+
+_count_bug(
+    "transposed", "counts[next, previous] instead of counts[previous, next]", transposed=True
+)
 
 
 @bug(
@@ -66,13 +77,7 @@ def _(sequences, vocab_size):
     return counts
 
 
-@bug("count_bigrams", "no_id_check", "no range check: a negative id is counted in the last row")
-def _(sequences, vocab_size):
-    counts = np.zeros((vocab_size, vocab_size), dtype=np.int64)
-    for sequence in sequences:
-        ids = np.asarray(sequence, dtype=np.int64)
-        np.add.at(counts, (ids[:-1], ids[1:]), 1)
-    return counts
+_count_bug("no_id_check", "no range check: a negative id is counted in the last row", checked=False)
 
 
 # --------------------------------------------------------------------- bigram_probabilities
@@ -85,26 +90,23 @@ def _square(counts):
     return counts
 
 
-@bug("bigram_probabilities", "normalises_columns", "divides by column totals (axis=0)")
-def _(counts):
+def _probabilities(counts, *, axis=1, empty=None):
+    """The right probabilities, as float64, from the totals along ``axis``; an empty row
+    gets ``empty`` (None: the uniform 1 / V)."""
     counts = _square(counts).astype(np.float64)
-    totals = counts.sum(axis=0, keepdims=True)
-    uniform = np.full_like(counts, 1.0 / counts.shape[0])
-    return np.divide(counts, totals, out=uniform, where=totals > 0)
+    totals = counts.sum(axis=axis, keepdims=True)
+    fill = np.full_like(counts, 1.0 / counts.shape[0] if empty is None else empty)
+    return np.divide(counts, totals, out=fill, where=totals > 0)
 
 
-@bug("bigram_probabilities", "nan_on_empty_rows", "plain row division: 0/0 gives nan rows")
-def _(counts):
-    counts = _square(counts).astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        return counts / counts.sum(axis=1, keepdims=True)
+_probabilities_bug = bug.variants(
+    "bigram_probabilities", _probabilities, like=ngram.bigram_probabilities
+)
 
 
-@bug("bigram_probabilities", "zero_empty_rows", "empty rows left all zero instead of uniform")
-def _(counts):
-    counts = _square(counts).astype(np.float64)
-    totals = counts.sum(axis=1, keepdims=True)
-    return np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
+_probabilities_bug("normalises_columns", "divides by column totals (axis=0)", axis=0)
+_probabilities_bug("nan_on_empty_rows", "plain row division: 0/0 gives nan rows", empty=np.nan)
+_probabilities_bug("zero_empty_rows", "empty rows left all zero instead of uniform", empty=0.0)
 
 
 @bug("bigram_probabilities", "no_normalisation", "returns the counts as floats, never divided")
@@ -144,10 +146,30 @@ def _seq(ids, transition_probs):
     return ids
 
 
-@bug("sequence_probability", "forgets_start", "ignores start_probs: P(w1) is never multiplied in")
-def _(ids, transition_probs, start_probs=None):
-    ids = _seq(ids, transition_probs)
-    return float(np.prod(transition_probs[ids[:-1], ids[1:]]))
+def _probability(
+    ids, transition_probs, start_probs=None, *, checked=True, transposed=False, first=0
+):
+    """The right probability (with ``checked`` ids); knobs: the matrix read ``transposed``,
+    and the token that start_probs scores (``first``: its index)."""
+    if checked:
+        ids = _seq(ids, transition_probs)
+    else:
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size == 0:
+            raise ValueError("empty")
+    p = 1.0 if start_probs is None else float(start_probs[ids[first]])
+    pairs = (ids[1:], ids[:-1]) if transposed else (ids[:-1], ids[1:])
+    return float(p * np.prod(transition_probs[pairs]))
+
+
+_probability_bug = bug.variants(
+    "sequence_probability", _probability, like=ngram.sequence_probability
+)
+
+
+_probability_bug(
+    "forgets_start", "ignores start_probs: P(w1) is never multiplied in", start_probs=None
+)
 
 
 @bug("sequence_probability", "drops_last_pair", "loops over range(len(ids) - 2)")
@@ -159,106 +181,67 @@ def _(ids, transition_probs, start_probs=None):
     return float(p)
 
 
-@bug("sequence_probability", "transposed", "reads transition_probs[next, previous]")
-def _(ids, transition_probs, start_probs=None):
-    ids = _seq(ids, transition_probs)
-    p = 1.0 if start_probs is None else float(start_probs[ids[0]])
-    return float(p * np.prod(transition_probs[ids[1:], ids[:-1]]))
-
-
-@bug("sequence_probability", "start_on_last", "scores the last token with start_probs")
-def _(ids, transition_probs, start_probs=None):
-    ids = _seq(ids, transition_probs)
-    p = 1.0 if start_probs is None else float(start_probs[ids[-1]])
-    return float(p * np.prod(transition_probs[ids[:-1], ids[1:]]))
-
-
-@bug("sequence_probability", "no_id_check", "accepts negative ids (NumPy reads the last row)")
-def _(ids, transition_probs, start_probs=None):
-    ids = np.asarray(ids, dtype=np.int64)
-    if ids.size == 0:
-        raise ValueError("empty")
-    p = 1.0 if start_probs is None else float(start_probs[ids[0]])
-    return float(p * np.prod(transition_probs[ids[:-1], ids[1:]]))
+_probability_bug("transposed", "reads transition_probs[next, previous]", transposed=True)
+_probability_bug("start_on_last", "scores the last token with start_probs", first=-1)
+_probability_bug("no_id_check", "accepts negative ids (NumPy reads the last row)", checked=False)
 
 
 # -------------------------------------------------------------------------- sample_sequence
 
 
-@bug("sample_sequence", "ignores_generator", "draws with np.random.choice: the seed has no effect")
-def _(transition_probs, generator, start_id, end_id, max_length=100):
+def _sample(
+    transition_probs,
+    generator,
+    start_id,
+    end_id,
+    max_length=100,
+    *,
+    at_end="stop",
+    greedy=False,
+    from_start=False,
+):
+    """The right sampler; knobs: what it does ``at_end`` ("stop"; "keep": appends end_id, then
+    stops; "skip": leaves it out and draws on), ``greedy`` (the most likely token, not a draw)
+    and ``from_start`` (every draw from the start row)."""
     out, current = [], start_id
     for _ in range(max_length):
-        current = int(np.random.choice(transition_probs.shape[0], p=transition_probs[current]))
-        if current == end_id:
-            break
-        out.append(current)
-    return out
-
-
-@bug("sample_sequence", "own_generator", "makes np.random.default_rng(0) inside: same every seed")
-def _(transition_probs, generator, start_id, end_id, max_length=100):
-    rng = np.random.default_rng(0)
-    out, current = [], start_id
-    for _ in range(max_length):
-        current = int(rng.choice(transition_probs.shape[0], p=transition_probs[current]))
-        if current == end_id:
-            break
-        out.append(current)
-    return out
-
-
-@bug("sample_sequence", "never_stops", "does not stop at end_id: runs to max_length")
-def _(transition_probs, generator, start_id, end_id, max_length=100):
-    out, current = [], start_id
-    for _ in range(max_length):
-        current = int(generator.choice(transition_probs.shape[0], p=transition_probs[current]))
-        out.append(current)
-    return [t for t in out if t != end_id]
-
-
-@bug("sample_sequence", "keeps_end", "appends end_id before stopping")
-def _(transition_probs, generator, start_id, end_id, max_length=100):
-    out, current = [], start_id
-    for _ in range(max_length):
-        current = int(generator.choice(transition_probs.shape[0], p=transition_probs[current]))
+        row = transition_probs[start_id if from_start else current]
+        if greedy:
+            current = int(np.argmax(row))
+        else:
+            current = int(generator.choice(transition_probs.shape[0], p=row))
+        if current == end_id and at_end != "keep":
+            if at_end == "stop":
+                break
+            continue
         out.append(current)
         if current == end_id:
             break
     return out
 
 
-@bug("sample_sequence", "greedy", "takes the most likely next token instead of sampling")
-def _(transition_probs, generator, start_id, end_id, max_length=100):
-    out, current = [], start_id
-    for _ in range(max_length):
-        current = int(np.argmax(transition_probs[current]))
-        if current == end_id:
-            break
-        out.append(current)
-    return out
+_sample_bug = bug.variants("sample_sequence", _sample, like=ngram.sample_sequence)
 
 
-@bug("sample_sequence", "one_too_many", "while len(out) <= max_length: one token too many")
-def _(transition_probs, generator, start_id, end_id, max_length=100):
-    out, current = [], start_id
-    while len(out) <= max_length:
-        current = int(generator.choice(transition_probs.shape[0], p=transition_probs[current]))
-        if current == end_id:
-            break
-        out.append(current)
-    return out
-
-
-@bug("sample_sequence", "stuck_at_start", "always draws from the start row")
-def _(transition_probs, generator, start_id, end_id, max_length=100):
-    out = []
-    for _ in range(max_length):
-        token = int(generator.choice(transition_probs.shape[0], p=transition_probs[start_id]))
-        if token == end_id:
-            break
-        out.append(token)
-    return out
+_sample_bug(
+    "ignores_generator",
+    "draws with np.random.choice: the seed has no effect",
+    generator=np.random,
+)
+_sample_bug(
+    "own_generator",
+    "makes np.random.default_rng(0) inside: same every seed",
+    generator=derived(lambda a: np.random.default_rng(0)),
+)
+_sample_bug("never_stops", "does not stop at end_id: runs to max_length", at_end="skip")
+_sample_bug("keeps_end", "appends end_id before stopping", at_end="keep")
+_sample_bug("greedy", "takes the most likely next token instead of sampling", greedy=True)
+_sample_bug(
+    "one_too_many",
+    "while len(out) <= max_length: one token too many",
+    max_length=derived(lambda a: a.max_length + 1),
+)
+_sample_bug("stuck_at_start", "always draws from the start row", from_start=True)
 
 
 # ------------------------------------------------------------------------------ average_nll
@@ -270,40 +253,25 @@ def _pairs_per_sequence(sequences):
         yield ids[:-1], ids[1:]
 
 
-@bug("average_nll", "log10", "uses np.log10 instead of the natural log")
-def _(sequences, transition_probs):
-    logs = [np.log10(transition_probs[a, b]) for a, b in _pairs_per_sequence(sequences)]
-    logs = np.concatenate(logs)
-    if logs.size == 0:
-        raise ValueError("no bigram")
-    return float(-logs.mean())
-
-
-@bug("average_nll", "sum_not_mean", "returns the total NLL instead of the mean")
-def _(sequences, transition_probs):
-    logs = np.concatenate(
-        [np.log(transition_probs[a, b]) for a, b in _pairs_per_sequence(sequences)]
-    )
-    if logs.size == 0:
-        raise ValueError("no bigram")
-    return float(-logs.sum())
-
-
-@bug("average_nll", "skips_zeros", "drops probability-0 pairs instead of returning inf")
-def _(sequences, transition_probs):
+def _nll(sequences, transition_probs, *, log=np.log, reduce=np.mean, kept=None):
+    """-``reduce``(``log``(p)) over the probabilities of every pair (those ``kept(p)`` picks)."""
     probs = np.concatenate([transition_probs[a, b] for a, b in _pairs_per_sequence(sequences)])
     if probs.size == 0:
         raise ValueError("no bigram")
-    probs = probs[probs > 0]
-    return float(-np.log(probs).mean())
+    return float(-reduce(log(probs if kept is None else probs[kept(probs)])))
 
 
-@bug("average_nll", "epsilon", "np.log(p + 1e-10): a zero probability gives a finite NLL")
-def _(sequences, transition_probs):
-    probs = np.concatenate([transition_probs[a, b] for a, b in _pairs_per_sequence(sequences)])
-    if probs.size == 0:
-        raise ValueError("no bigram")
-    return float(-np.log(probs + 1e-10).mean())
+_nll_bug = bug.variants("average_nll", _nll, like=ngram.average_nll)
+
+
+_nll_bug("log10", "uses np.log10 instead of the natural log", log=np.log10)
+_nll_bug("sum_not_mean", "returns the total NLL instead of the mean", reduce=np.sum)
+_nll_bug("skips_zeros", "drops probability-0 pairs instead of returning inf", kept=lambda p: p > 0)
+_nll_bug(
+    "epsilon",
+    "np.log(p + 1e-10): a zero probability gives a finite NLL",
+    log=lambda p: np.log(p + 1e-10),
+)
 
 
 @bug("average_nll", "mean_of_means", "averages per-sequence means, weighting short sequences up")
@@ -339,13 +307,19 @@ def _(sequences, transition_probs):
     return total / n
 
 
-@bug("average_nll", "divides_by_zero", "no check for an empty corpus: 0 / 0")
-def _(sequences, transition_probs):
+def _total_and_count(sequences, transition_probs):
+    """The summed NLL of every pair (no check of the ids) and the number of pairs."""
     total, n = 0.0, 0
     for a, b in _pairs_per_sequence(sequences):
         with np.errstate(divide="ignore"):
             total -= float(np.log(transition_probs[a, b]).sum())
         n += a.size
+    return total, n
+
+
+@bug("average_nll", "divides_by_zero", "no check for an empty corpus: 0 / 0")
+def _(sequences, transition_probs):
+    total, n = _total_and_count(sequences, transition_probs)
     with np.errstate(invalid="ignore", divide="ignore"):
         return float(np.float64(total) / n)
 
@@ -403,30 +377,22 @@ def _(transition_probs, generator, start_id, end_id, max_length=100):
     return out
 
 
-@bug(
-    "sample_sequence",
-    "renormalises_in_place",
-    "zeroes P(<s>) in the caller's matrix and renormalises its rows in place",
-)
-def _(transition_probs, generator, start_id, end_id, max_length=100):
+def _renormalised_in_place(transition_probs, start_id):
     transition_probs[:, start_id] = 0.0
     transition_probs /= transition_probs.sum(axis=1, keepdims=True)
-    out, current = [], start_id
-    for _ in range(max_length):
-        current = int(generator.choice(transition_probs.shape[0], p=transition_probs[current]))
-        if current == end_id:
-            break
-        out.append(current)
-    return out
+    return transition_probs
+
+
+_sample_bug(
+    "renormalises_in_place",
+    "zeroes P(<s>) in the caller's matrix and renormalises its rows in place",
+    transition_probs=derived(lambda a: _renormalised_in_place(a.transition_probs, a.start_id)),
+)
 
 
 @bug("average_nll", "no_id_check", "no range check: a negative id quietly reads the last row")
 def _(sequences, transition_probs):
-    total, n = 0.0, 0
-    for a, b in _pairs_per_sequence(sequences):
-        with np.errstate(divide="ignore"):
-            total -= float(np.log(transition_probs[a, b]).sum())
-        n += a.size
+    total, n = _total_and_count(sequences, transition_probs)
     if n == 0:
         raise ValueError("no bigram")
     return total / n

@@ -12,12 +12,15 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from mini_llm import evaluation, smoothing
+
 from ._registry import checked_ids, new_registry
 
 REFERENCE = ("mini_llm.smoothing", "mini_llm.evaluation")
 """the mini_llm modules that hold the reference of each graded part"""
 
 BUGS, ALTERNATIVES, bug, correct = new_registry()
+derived = bug.derived
 
 
 # ---------------------------------------------------------------------------- ngram_counts
@@ -41,12 +44,25 @@ def _order(n):
         raise ValueError("n must be >= 1")
 
 
-@bug(
-    "ngram_counts", "no_padding", "keeps the single <s>: short names and first letters lose n-grams"
-)
-def _(sequences, n, vocab_size, bos_id=0):
+def _counts(sequences, n, vocab_size, bos_id=0, *, padding=None, keep_bos=False, last=True):
+    """The right table; knobs: the ``padding`` (None: n - 1 extra <s>), the sequence's own <s>
+    kept (``keep_bos``), and the ``last`` n-gram (False: the one ending in </s> is lost)."""
     _order(n)
-    return _table(_windows([checked_ids(s, vocab_size) for s in sequences], n), vocab_size)
+    extra = n - 1 if padding is None else padding
+    padded = [
+        np.concatenate([np.full(extra, bos_id), checked_ids(s, vocab_size)[0 if keep_bos else 1 :]])
+        for s in sequences
+    ]
+    return _table(_windows(padded if last else [p[:-1] for p in padded], n), vocab_size)
+
+
+_counts_bug = bug.variants("ngram_counts", _counts, like=smoothing.ngram_counts)
+_counts_bug(
+    "no_padding",
+    "keeps the single <s>: short names and first letters lose n-grams",
+    padding=0,
+    keep_bos=True,
+)
 
 
 @bug("ngram_counts", "across_sequences", "pads once and concatenates: n-grams span two names")
@@ -56,13 +72,9 @@ def _(sequences, n, vocab_size, bos_id=0):
     return _table(_windows([np.concatenate([np.full(n - 1, bos_id), ids])], n), vocab_size)
 
 
-@bug("ngram_counts", "unigram_keeps_bos", "pads with n - 1 extra <s>, keeping the original one")
-def _(sequences, n, vocab_size, bos_id=0):
-    _order(n)
-    padded = [
-        np.concatenate([np.full(n - 1, bos_id), checked_ids(s, vocab_size)]) for s in sequences
-    ]
-    return _table(_windows(padded, n), vocab_size)
+_counts_bug(
+    "unigram_keeps_bos", "pads with n - 1 extra <s>, keeping the original one", keep_bos=True
+)
 
 
 @bug("ngram_counts", "fancy_index_increment", "counts[rows, targets] += 1: repeats add once")
@@ -91,13 +103,9 @@ def _(sequences, n, vocab_size, bos_id=0):
     return contexts, np.array(list(table.values()))
 
 
-@bug("ngram_counts", "drops_last_gram", "range(len(padded) - n): the n-gram ending in </s> is lost")
-def _(sequences, n, vocab_size, bos_id=0):
-    _order(n)
-    padded = [
-        np.concatenate([np.full(n - 1, bos_id), checked_ids(s, vocab_size)[1:]]) for s in sequences
-    ]
-    return _table(_windows([p[:-1] for p in padded], n), vocab_size)
+_counts_bug(
+    "drops_last_gram", "range(len(padded) - n): the n-gram ending in </s> is lost", last=False
+)
 
 
 # --------------------------------------------------------------------- add_k_probabilities
@@ -110,27 +118,21 @@ def _valid(counts, k):
     return counts
 
 
-@bug("add_k_probabilities", "denominator_plus_k", "divides by c(h) + k instead of c(h) + kV")
-def _(counts, k):
-    counts = _valid(counts, k)
-    totals = counts.sum(axis=1, keepdims=True) + k
-    uniform = np.full_like(counts, 1.0 / counts.shape[1])
-    return np.divide(counts + k, totals, out=uniform, where=totals > 0)
+def _add_k(counts, k, *, checked=True, kv=True, axis=1, empty=None):
+    """The right probabilities (``checked``: k and the counts not negative); knobs: the
+    denominator c(h) + kV (``kv`` False: c(h) + k), the ``axis`` of the totals and the value of
+    a row whose total is 0 (``empty``; None: the uniform 1 / V)."""
+    counts = _valid(counts, k) if checked else np.asarray(counts, dtype=np.float64)
+    smoothed = counts + k
+    totals = (smoothed if kv else counts).sum(axis=axis, keepdims=True) + (0 if kv else k)
+    fill = np.full_like(smoothed, 1.0 / smoothed.shape[1] if empty is None else empty)
+    return np.divide(smoothed, totals, out=fill, where=totals > 0)
 
 
-@bug("add_k_probabilities", "normalises_columns", "divides by column totals (axis=0)")
-def _(counts, k):
-    smoothed = _valid(counts, k) + k
-    totals = smoothed.sum(axis=0, keepdims=True)
-    uniform = np.full_like(smoothed, 1.0 / smoothed.shape[1])
-    return np.divide(smoothed, totals, out=uniform, where=totals > 0)
-
-
-@bug("add_k_probabilities", "nan_on_unseen_rows", "plain division: k = 0 and an empty row give nan")
-def _(counts, k):
-    smoothed = _valid(counts, k) + k
-    with np.errstate(invalid="ignore"):
-        return smoothed / smoothed.sum(axis=1, keepdims=True)
+_add_k_bug = bug.variants("add_k_probabilities", _add_k, like=smoothing.add_k_probabilities)
+_add_k_bug("denominator_plus_k", "divides by c(h) + k instead of c(h) + kV", kv=False)
+_add_k_bug("normalises_columns", "divides by column totals (axis=0)", axis=0)
+_add_k_bug("nan_on_unseen_rows", "plain division: k = 0 and an empty row give nan", empty=np.nan)
 
 
 @bug("add_k_probabilities", "in_place", "counts += k: changes the caller's float array")
@@ -142,13 +144,7 @@ def _(counts, k):
     return np.divide(counts, totals, out=uniform, where=totals > 0)
 
 
-@bug("add_k_probabilities", "no_validation", "accepts a negative k")
-def _(counts, k):
-    counts = np.asarray(counts, dtype=np.float64)
-    smoothed = counts + k
-    totals = smoothed.sum(axis=1, keepdims=True)
-    uniform = np.full_like(smoothed, 1.0 / smoothed.shape[1])
-    return np.divide(smoothed, totals, out=uniform, where=totals > 0)
+_add_k_bug("no_validation", "accepts a negative k", checked=False)
 
 
 # ------------------------------------------------------------------------------ interpolate
@@ -165,10 +161,20 @@ def _checked_weights(probabilities, weights):
     return weights
 
 
-@bug("interpolate", "reversed_weights", "pairs weights[0] with the highest order")
-def _(probabilities, weights):
-    weights = _checked_weights(probabilities, weights)[::-1]
+def _mix(probabilities, weights):
+    """The right mixture, of the weights ``_checked_weights`` accepts."""
+    weights = _checked_weights(probabilities, weights)
     return sum(w * np.asarray(p, dtype=np.float64) for w, p in zip(weights, probabilities))
+
+
+bug.variant(
+    "interpolate",
+    "reversed_weights",
+    "pairs weights[0] with the highest order",
+    _mix,
+    like=smoothing.interpolate,
+    weights=derived(lambda a: np.asarray(a.weights, dtype=np.float64)[::-1]),
+)
 
 
 @bug(
@@ -214,10 +220,14 @@ def _probs(probabilities):
     return probs
 
 
-@bug("perplexity", "sum_not_mean", "exp of the total NLL instead of the average")
-def _(probabilities):
+def _perplexity(probabilities, *, log=np.log, reduce=np.mean):
+    """exp(-reduce(log p)) of the probabilities ``_probs`` accepts (nan is not refused)."""
     with np.errstate(divide="ignore"):
-        return float(np.exp(-np.log(_probs(probabilities)).sum()))
+        return float(np.exp(-reduce(log(_probs(probabilities)))))
+
+
+_perplexity_bug = bug.variants("perplexity", _perplexity, like=evaluation.perplexity)
+_perplexity_bug("sum_not_mean", "exp of the total NLL instead of the average", reduce=np.sum)
 
 
 @bug("perplexity", "arithmetic_mean", "1 / mean(p) instead of 1 / geometric mean")
@@ -225,15 +235,12 @@ def _(probabilities):
     return float(1 / _probs(probabilities).mean())
 
 
-@bug("perplexity", "mixed_bases", "np.log2 with np.exp")
-def _(probabilities):
-    with np.errstate(divide="ignore"):
-        return float(np.exp(-np.log2(_probs(probabilities)).mean()))
-
-
-@bug("perplexity", "epsilon", "np.log(p + 1e-10): a zero probability gives a finite perplexity")
-def _(probabilities):
-    return float(np.exp(-np.log(_probs(probabilities) + 1e-10).mean()))
+_perplexity_bug("mixed_bases", "np.log2 with np.exp", log=np.log2)
+_perplexity_bug(
+    "epsilon",
+    "np.log(p + 1e-10): a zero probability gives a finite perplexity",
+    log=lambda p: np.log(p + 1e-10),
+)
 
 
 @bug("perplexity", "product_underflows", "prod(p) ** (-1 / N): 0.1 ** 5000 underflows to 0")
@@ -253,14 +260,7 @@ def _(probabilities):
 # ----------------------------- the caller's data, special tokens, dtypes, a batch of one (issue 18)
 
 
-@bug("ngram_counts", "pads_with_zero", "pads with a hard-coded 0 instead of bos_id")
-def _(sequences, n, vocab_size, bos_id=0):
-    _order(n)
-    padded = [
-        np.concatenate([np.zeros(n - 1, np.int64), checked_ids(s, vocab_size)[1:]])
-        for s in sequences
-    ]
-    return _table(_windows(padded, n), vocab_size)
+_counts_bug("pads_with_zero", "pads with a hard-coded 0 instead of bos_id", bos_id=0)
 
 
 @bug("ngram_counts", "pads_the_callers_lists", "inserts the extra <s> into the caller's lists")
@@ -290,10 +290,7 @@ def _(probabilities, weights):
     return mixture
 
 
-@bug("perplexity", "nan_accepted", "checks p < 0 and p > 1 only: nan slips through as nan")
-def _(probabilities):
-    with np.errstate(divide="ignore"):
-        return float(np.exp(-np.log(_probs(probabilities)).mean()))
+_perplexity_bug("nan_accepted", "checks p < 0 and p > 1 only: nan slips through as nan")
 
 
 @bug("perplexity", "squeezed", "np.squeeze then len(): a single probability crashes")

@@ -7,6 +7,7 @@ tests of the notebook must fail every one of them while the reference passes.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from mini_llm.mlp_lm import MLPLanguageModel as Reference
+from mini_llm.mlp_lm import context_target_pairs, evaluate_perplexity, training_step
 
 from ._registry import new_registry
 
@@ -64,10 +66,21 @@ def _(sequences, context_length, bos_id=0):
     return _pairs([np.concatenate([np.full(context_length, bos_id), joined])], context_length)
 
 
-@bug("context_target_pairs", "pads_one_short", "pads with context_length - 1 extra <s> only")
-def _(sequences, context_length, bos_id=0):
+def _context_pairs(sequences, context_length, bos_id=0, *, short=0):
+    """The right pairs (with the bug file's check of the length), padded ``short`` begin tokens
+    short."""
     _length(context_length)
-    return _pairs([_pad(s, context_length - 1, bos_id) for s in sequences], context_length)
+    return _pairs([_pad(s, context_length - short, bos_id) for s in sequences], context_length)
+
+
+bug.variant(
+    "context_target_pairs",
+    "pads_one_short",
+    "pads with context_length - 1 extra <s> only",
+    _context_pairs,
+    like=context_target_pairs,
+    short=1,
+)
 
 
 @bug("context_target_pairs", "context_includes_target", "x = window[:, 1:]: the target leaks in")
@@ -83,11 +96,14 @@ def _(sequences, context_length, bos_id=0):
     return windows[:, 1:], windows[:, -1]
 
 
-@bug("context_target_pairs", "float_tensors", "torch.Tensor(...) makes float32, not long")
-def _(sequences, context_length, bos_id=0):
-    _length(context_length)
-    x, y = _pairs([_pad(s, context_length, bos_id) for s in sequences], context_length)
-    return torch.Tensor(x.numpy()), torch.Tensor(y.numpy())
+bug.variant(
+    "context_target_pairs",
+    "float_tensors",
+    "torch.Tensor(...) makes float32, not long",
+    _context_pairs,
+    like=context_target_pairs,
+    returns=lambda xy, a: tuple(torch.Tensor(t.numpy()) for t in xy),
+)
 
 
 # ------------------------------------------------------------------------ MLPLanguageModel
@@ -98,21 +114,37 @@ def _check(model, x):
         raise ValueError("x must have shape (batch, context_length)")
 
 
-@bug("MLPLanguageModel", "no_tanh", "hidden layer without tanh: a linear model")
-class _(Reference):
-    def forward(self, x, y=None):
+class _Forward(Reference):
+    """The right forward pass in steps, each of which a bug below overrides."""
+
+    def check(self, x):
         _check(self, x)
-        logits = self.output(self.hidden(self.embedding(x).flatten(start_dim=1)))
-        return logits, None if y is None else F.cross_entropy(logits, y)
+
+    def vectors(self, x):
+        return self.embedding(x).flatten(start_dim=1)
+
+    def logits(self, vectors):
+        return self.output(torch.tanh(self.hidden(vectors)))
+
+    def loss(self, logits, y):
+        return F.cross_entropy(logits, y)
+
+    def forward(self, x, y=None):
+        self.check(x)
+        logits = self.logits(self.vectors(x))
+        return logits, None if y is None else self.loss(logits, y)
+
+
+@bug("MLPLanguageModel", "no_tanh", "hidden layer without tanh: a linear model")
+class _(_Forward):
+    def logits(self, vectors):
+        return self.output(self.hidden(vectors))
 
 
 @bug("MLPLanguageModel", "softmax_then_cross_entropy", "returns softmax probabilities as logits")
-class _(Reference):
-    def forward(self, x, y=None):
-        _check(self, x)
-        hidden = torch.tanh(self.hidden(self.embedding(x).flatten(start_dim=1)))
-        probs = F.softmax(self.output(hidden), dim=-1)
-        return probs, None if y is None else F.cross_entropy(probs, y)
+class _(_Forward):
+    def logits(self, vectors):
+        return F.softmax(super().logits(vectors), dim=-1)
 
 
 @bug(
@@ -120,87 +152,76 @@ class _(Reference):
     "interleaved_concat",
     "transposes before flattening: dims, not tokens, in order",
 )
-class _(Reference):
-    def forward(self, x, y=None):
-        _check(self, x)
-        vectors = self.embedding(x).transpose(1, 2).flatten(start_dim=1)
-        logits = self.output(torch.tanh(self.hidden(vectors)))
-        return logits, None if y is None else F.cross_entropy(logits, y)
+class _(_Forward):
+    def vectors(self, x):
+        return self.embedding(x).transpose(1, 2).flatten(start_dim=1)
 
 
 @bug("MLPLanguageModel", "summed_loss", "F.cross_entropy(..., reduction='sum'): not the mean")
-class _(Reference):
-    def forward(self, x, y=None):
-        _check(self, x)
-        logits = self.output(torch.tanh(self.hidden(self.embedding(x).flatten(start_dim=1))))
-        return logits, None if y is None else F.cross_entropy(logits, y, reduction="sum")
+class _(_Forward):
+    def loss(self, logits, y):
+        return F.cross_entropy(logits, y, reduction="sum")
 
 
 @bug("MLPLanguageModel", "detached_embeddings", "embeddings read with .detach(): never learned")
-class _(Reference):
-    def forward(self, x, y=None):
-        _check(self, x)
-        vectors = self.embedding(x).detach().flatten(start_dim=1)
-        logits = self.output(torch.tanh(self.hidden(vectors)))
-        return logits, None if y is None else F.cross_entropy(logits, y)
+class _(_Forward):
+    def vectors(self, x):
+        return self.embedding(x).detach().flatten(start_dim=1)
 
 
 @bug("MLPLanguageModel", "no_shape_check", "any x is fed in; a short context crashes or broadcasts")
-class _(Reference):
-    def forward(self, x, y=None):
-        logits = self.output(torch.tanh(self.hidden(self.embedding(x).flatten(start_dim=1))))
-        return logits, None if y is None else F.cross_entropy(logits, y)
+class _(_Forward):
+    def check(self, x):
+        pass
 
 
 # --------------------------------------------------------------------------- training_step
 
-
-@bug("training_step", "no_zero_grad", "never resets the gradients: each step adds the old ones")
-def _(model, optimizer, x, y):
-    model.train()
-    _, loss = model(x, y)
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+_STEPS = ("train", "zero_grad", "forward", "backward", "step")
+"""the calls of a training step, in the right order"""
 
 
-@bug("training_step", "step_before_backward", "optimizer.step() before loss.backward()")
-def _(model, optimizer, x, y):
-    model.train()
-    optimizer.zero_grad()
-    _, loss = model(x, y)
-    optimizer.step()
-    loss.backward()
-    return loss.item()
+def _training_step(model, optimizer, x, y, *, steps=_STEPS, item=True):
+    """The calls named in ``steps``, in that order; the loss (``.item()`` with ``item``)."""
+    loss = None
+    for call in steps:
+        if call == "train":
+            model.train()
+        elif call == "zero_grad":
+            optimizer.zero_grad()
+        elif call == "forward":
+            _, loss = model(x, y)
+        elif call == "backward":
+            loss.backward()
+        else:
+            getattr(optimizer, call)()
+    return loss.item() if item else loss
 
 
-@bug("training_step", "loss_after_step", "returns a fresh loss computed after the update")
-def _(model, optimizer, x, y):
-    model.train()
-    optimizer.zero_grad()
-    _, loss = model(x, y)
-    loss.backward()
-    optimizer.step()
-    return model(x, y)[1].item()
+_step_bug = bug.variants("training_step", _training_step, like=training_step)
 
 
-@bug("training_step", "returns_tensor", "returns the loss tensor instead of loss.item()")
-def _(model, optimizer, x, y):
-    model.train()
-    optimizer.zero_grad()
-    _, loss = model(x, y)
-    loss.backward()
-    optimizer.step()
-    return loss
-
-
-@bug("training_step", "no_train_mode", "never calls model.train()")
-def _(model, optimizer, x, y):
-    optimizer.zero_grad()
-    _, loss = model(x, y)
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+_step_bug(
+    "no_zero_grad",
+    "never resets the gradients: each step adds the old ones",
+    steps=("train", "forward", "backward", "step"),
+)
+_step_bug(
+    "step_before_backward",
+    "optimizer.step() before loss.backward()",
+    steps=("train", "zero_grad", "forward", "step", "backward"),
+)
+_step_bug(
+    "loss_after_step",
+    "returns a fresh loss computed after the update",
+    returns=lambda _, a: a.model(a.x, a.y)[1].item(),
+)
+_step_bug("returns_tensor", "returns the loss tensor instead of loss.item()", item=False)
+_step_bug(
+    "no_train_mode",
+    "never calls model.train()",
+    steps=("zero_grad", "forward", "backward", "step"),
+)
 
 
 # --------------------------------------------------------------------- evaluate_perplexity
@@ -211,133 +232,84 @@ def _sizes(x, y):
         raise ValueError("bad pairs")
 
 
-@bug(
-    "evaluate_perplexity",
-    "mean_of_batch_means",
-    "averages the batch means: short batch overweighted",
+def _perplexity(
+    model,
+    x,
+    y,
+    batch_size=4096,
+    *,
+    eval_mode=True,
+    restore=True,
+    no_grad=True,
+    backward=False,
+    mean_of_means=False,
+    last_batch=True,
+    exp=True,
+):
+    """The right perplexity (with the bug file's check of the sizes), and a knob for each bug:
+    ``eval_mode`` (model.eval() first), ``restore`` (the mode back after), ``no_grad``,
+    ``backward`` (each batch's loss backpropagated), ``mean_of_means`` (the batch means
+    averaged), ``last_batch`` (False: a short last batch left out) and ``exp``."""
+    _sizes(x, y)
+    was_training = model.training
+    if eval_mode:
+        model.eval()
+    stop = len(x) if last_batch else min(len(x), max(1, len(x) // batch_size) * batch_size)
+    losses = []
+    with torch.no_grad() if no_grad else contextlib.nullcontext():
+        for i in range(0, stop, batch_size):
+            loss = F.cross_entropy(
+                model(x[i : i + batch_size])[0],
+                y[i : i + batch_size],
+                reduction="mean" if mean_of_means else "sum",
+            )
+            if backward:
+                loss.backward()
+            losses.append(loss.item())
+    if restore:
+        model.train(was_training)
+    nll = np.mean(losses) if mean_of_means else sum(losses) / stop
+    return float(np.exp(nll)) if exp else nll
+
+
+_perplexity_bug = bug.variants("evaluate_perplexity", _perplexity, like=evaluate_perplexity)
+
+
+_perplexity_bug(
+    "mean_of_batch_means", "averages the batch means: short batch overweighted", mean_of_means=True
 )
-def _(model, x, y, batch_size=4096):
-    _sizes(x, y)
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        means = [
-            F.cross_entropy(model(x[i : i + batch_size])[0], y[i : i + batch_size]).item()
-            for i in range(0, len(x), batch_size)
-        ]
-    model.train(was_training)
-    return float(np.exp(np.mean(means)))
-
-
-@bug("evaluate_perplexity", "no_exp", "returns the average cross-entropy, not its exponential")
-def _(model, x, y, batch_size=4096):
-    _sizes(x, y)
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        total = sum(
-            F.cross_entropy(
-                model(x[i : i + batch_size])[0], y[i : i + batch_size], reduction="sum"
-            ).item()
-            for i in range(0, len(x), batch_size)
-        )
-    model.train(was_training)
-    return total / len(x)
-
-
-@bug("evaluate_perplexity", "no_eval_mode", "never calls model.eval(): dropout stays on")
-def _(model, x, y, batch_size=4096):
-    _sizes(x, y)
-    with torch.no_grad():
-        total = sum(
-            F.cross_entropy(
-                model(x[i : i + batch_size])[0], y[i : i + batch_size], reduction="sum"
-            ).item()
-            for i in range(0, len(x), batch_size)
-        )
-    return float(np.exp(total / len(x)))
-
-
-@bug("evaluate_perplexity", "leaves_eval_mode", "switches to eval mode and never back")
-def _(model, x, y, batch_size=4096):
-    _sizes(x, y)
-    model.eval()
-    with torch.no_grad():
-        total = sum(
-            F.cross_entropy(
-                model(x[i : i + batch_size])[0], y[i : i + batch_size], reduction="sum"
-            ).item()
-            for i in range(0, len(x), batch_size)
-        )
-    return float(np.exp(total / len(x)))
-
-
-@bug(
-    "evaluate_perplexity",
-    "drops_last_batch",
-    "range(len(x) // batch_size): the short batch is lost",
+_perplexity_bug("no_exp", "returns the average cross-entropy, not its exponential", exp=False)
+_perplexity_bug(
+    "no_eval_mode", "never calls model.eval(): dropout stays on", eval_mode=False, restore=False
 )
-def _(model, x, y, batch_size=4096):
-    _sizes(x, y)
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        batches = max(1, len(x) // batch_size)
-        total = sum(
-            F.cross_entropy(
-                model(x[b * batch_size : (b + 1) * batch_size])[0],
-                y[b * batch_size : (b + 1) * batch_size],
-                reduction="sum",
-            ).item()
-            for b in range(batches)
-        )
-        count = min(len(x), batches * batch_size)
-    model.train(was_training)
-    return float(np.exp(total / count))
-
-
-@bug("evaluate_perplexity", "with_gradients", "no torch.no_grad(); backpropagates the loss")
-def _(model, x, y, batch_size=4096):
-    _sizes(x, y)
-    was_training = model.training
-    model.eval()
-    total = 0.0
-    for i in range(0, len(x), batch_size):
-        loss = F.cross_entropy(
-            model(x[i : i + batch_size])[0], y[i : i + batch_size], reduction="sum"
-        )
-        loss.backward()
-        total += loss.item()
-    model.train(was_training)
-    return float(np.exp(total / len(x)))
-
-
-@bug(
-    "evaluate_perplexity",
+_perplexity_bug("leaves_eval_mode", "switches to eval mode and never back", restore=False)
+_perplexity_bug(
+    "drops_last_batch", "range(len(x) // batch_size): the short batch is lost", last_batch=False
+)
+_perplexity_bug(
+    "with_gradients",
+    "no torch.no_grad(); backpropagates the loss",
+    no_grad=False,
+    backward=True,
+)
+_perplexity_bug(
     "graph_kept",
     "no torch.no_grad() (and no backward): every batch's autograd graph is built and kept",
+    no_grad=False,
 )
-def _(model, x, y, batch_size=4096):
-    _sizes(x, y)
-    was_training = model.training
-    model.eval()
-    total = 0.0
-    for i in range(0, len(x), batch_size):
-        loss = F.cross_entropy(
-            model(x[i : i + batch_size])[0], y[i : i + batch_size], reduction="sum"
-        )
-        total += loss.item()
-    model.train(was_training)
-    return float(np.exp(total / len(x)))
 
 
 # ------------------------ special tokens, the caller's data, autograd, stale gradients (issue 18)
 
 
-@bug("context_target_pairs", "pads_with_zero", "pads the contexts with a hard-coded 0, not bos_id")
-def _(sequences, context_length, bos_id=0):
-    _length(context_length)
-    return _pairs([_pad(s, context_length, 0) for s in sequences], context_length)
+bug.variant(
+    "context_target_pairs",
+    "pads_with_zero",
+    "pads the contexts with a hard-coded 0, not bos_id",
+    _context_pairs,
+    like=context_target_pairs,
+    bos_id=0,
+)
 
 
 @bug(
@@ -367,18 +339,11 @@ class _(Reference):
         return logits, torch.tensor(-np.log(probs[np.arange(len(y)), y.numpy()]).mean())
 
 
-@bug(
-    "training_step",
+_step_bug(
     "zero_grad_after_step",
     "optimizer.zero_grad() after step(): stale gradients join the first update",
+    steps=("train", "forward", "backward", "step", "zero_grad"),
 )
-def _(model, optimizer, x, y):
-    model.train()
-    _, loss = model(x, y)
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad()
-    return loss.item()
 
 
 # ------------------------------------------------------- correct, but not like the reference

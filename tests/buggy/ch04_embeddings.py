@@ -15,6 +15,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mini_llm import embeddings as reference
+
 from ._registry import new_registry
 
 REFERENCE = ("mini_llm.embeddings",)
@@ -33,46 +35,50 @@ def _as_pairs(centers, contexts):
 # -------------------------------------------------------------------------- skipgram_pairs
 
 
-@bug("skipgram_pairs", "one_direction", "only (left, right) pairs: a word never sees its left side")
-def _(ids, window):
+def _loop_pairs(ids, window, *, partners):
+    """Pairs by a double loop over the positions: position i with each j of
+    ``partners(i, len(ids), window)``."""
     if window < 1:
         raise ValueError("window must be at least 1")
     ids = list(np.asarray(ids).reshape(-1))
     centers, contexts = [], []
     for i in range(len(ids)):
-        for j in range(i + 1, min(i + window, len(ids) - 1) + 1):
+        for j in partners(i, len(ids), window):
             centers.append(ids[i])
             contexts.append(ids[j])
     return _as_pairs(centers, contexts)
 
 
-@bug("skipgram_pairs", "self_pairs", "distance 0 included: every word is its own context")
-def _(ids, window):
-    if window < 1:
-        raise ValueError("window must be at least 1")
-    ids = list(np.asarray(ids).reshape(-1))
-    centers, contexts = [], []
-    for i in range(len(ids)):
-        for j in range(max(0, i - window), min(len(ids), i + window + 1)):
-            centers.append(ids[i])
-            contexts.append(ids[j])
-    return _as_pairs(centers, contexts)
-
-
-@bug(
-    "skipgram_pairs",
-    "window_off_by_one",
-    "range(1, window): the words exactly `window` away are missed",
-)
-def _(ids, window):
-    if window < 1:
+def _skipgram(ids, window, *, checked=True, farthest=0):
+    """The right pairs, by distance (``checked``: window >= 1); ``farthest``: added to the
+    largest distance."""
+    if checked and window < 1:
         raise ValueError("window must be at least 1")
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
     centers, contexts = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for d in range(1, window):
+    for d in range(1, window + 1 + farthest):
         centers += [ids[:-d], ids[d:]]
         contexts += [ids[d:], ids[:-d]]
     return np.concatenate(centers), np.concatenate(contexts)
+
+
+_loop_bug = bug.variants("skipgram_pairs", _loop_pairs, like=reference.skipgram_pairs)
+_skipgram_bug = bug.variants("skipgram_pairs", _skipgram, like=reference.skipgram_pairs)
+_loop_bug(
+    "one_direction",
+    "only (left, right) pairs: a word never sees its left side",
+    partners=lambda i, n, window: range(i + 1, min(i + window, n - 1) + 1),
+)
+_loop_bug(
+    "self_pairs",
+    "distance 0 included: every word is its own context",
+    partners=lambda i, n, window: range(max(0, i - window), min(n, i + window + 1)),
+)
+_skipgram_bug(
+    "window_off_by_one",
+    "range(1, window): the words exactly `window` away are missed",
+    farthest=-1,
+)
 
 
 @bug("skipgram_pairs", "wraps_around", "np.roll: the last words pair with the first ones")
@@ -104,14 +110,11 @@ def _(ids, window):
     return np.concatenate(centers), np.concatenate(contexts)
 
 
-@bug("skipgram_pairs", "no_window_check", "window 0 quietly gives no pairs instead of ValueError")
-def _(ids, window):
-    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-    centers, contexts = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for d in range(1, window + 1):
-        centers += [ids[:-d], ids[d:]]
-        contexts += [ids[d:], ids[:-d]]
-    return np.concatenate(centers), np.concatenate(contexts)
+_skipgram_bug(
+    "no_window_check",
+    "window 0 quietly gives no pairs instead of ValueError",
+    checked=False,
+)
 
 
 # ---------------------------------------------------------------------- noise_distribution
@@ -164,14 +167,20 @@ def _(counts, power=0.75):
 # ------------------------------------------------------------------ negative_sampling_loss
 
 
-@bug(
-    "negative_sampling_loss",
+def _ns_loss(scores, *, log_sigmoid=F.logsigmoid, noise_sign=-1, noise="sum", rows="mean", sign=-1):
+    """``sign`` · (log σ(real) + the ``noise`` reduction of log σ(noise_sign · noise)), reduced
+    over the ``rows``: right with the defaults."""
+    real, noise_scores = scores[:, 0], scores[:, 1:]
+    per_row = log_sigmoid(real) + getattr(log_sigmoid(noise_sign * noise_scores), noise)(dim=1)
+    return sign * getattr(per_row, rows)()
+
+
+_loss_bug = bug.variants("negative_sampling_loss", _ns_loss, like=reference.negative_sampling_loss)
+_loss_bug(
     "log_of_sigmoid",
     "torch.log(torch.sigmoid(x)): log 0 = -inf for scores far from 0",
+    log_sigmoid=lambda x: torch.log(torch.sigmoid(x)),
 )
-def _(scores):
-    real, noise = scores[:, 0], scores[:, 1:]
-    return -(torch.log(torch.sigmoid(real)) + torch.log(torch.sigmoid(-noise)).sum(dim=1)).mean()
 
 
 @bug(
@@ -184,44 +193,15 @@ def _(scores):
     return (softplus(-scores[:, 0]) + softplus(scores[:, 1:]).sum(dim=1)).mean()
 
 
-@bug(
-    "negative_sampling_loss",
+_loss_bug(
     "epsilon_in_log",
     "log(sigmoid(x) + 1e-10): finite, but wrong by far for scores far from 0",
+    log_sigmoid=lambda x: torch.log(torch.sigmoid(x) + 1e-10),
 )
-def _(scores):
-    real, noise = scores[:, 0], scores[:, 1:]
-    return -(
-        torch.log(torch.sigmoid(real) + 1e-10) + torch.log(torch.sigmoid(-noise) + 1e-10).sum(dim=1)
-    ).mean()
-
-
-@bug("negative_sampling_loss", "sum_over_rows", "sums over the batch instead of averaging")
-def _(scores):
-    real, noise = scores[:, 0], scores[:, 1:]
-    return -(F.logsigmoid(real) + F.logsigmoid(-noise).sum(dim=1)).sum()
-
-
-@bug("negative_sampling_loss", "noise_sign", "log σ(s_k) for the noise: rewards noise scores")
-def _(scores):
-    real, noise = scores[:, 0], scores[:, 1:]
-    return -(F.logsigmoid(real) + F.logsigmoid(noise).sum(dim=1)).mean()
-
-
-@bug(
-    "negative_sampling_loss",
-    "mean_over_noise",
-    "averages the K noise terms instead of summing them",
-)
-def _(scores):
-    real, noise = scores[:, 0], scores[:, 1:]
-    return -(F.logsigmoid(real) + F.logsigmoid(-noise).mean(dim=1)).mean()
-
-
-@bug("negative_sampling_loss", "no_minus", "returns the log-likelihood, not its negative")
-def _(scores):
-    real, noise = scores[:, 0], scores[:, 1:]
-    return (F.logsigmoid(real) + F.logsigmoid(-noise).sum(dim=1)).mean()
+_loss_bug("sum_over_rows", "sums over the batch instead of averaging", rows="sum")
+_loss_bug("noise_sign", "log σ(s_k) for the noise: rewards noise scores", noise_sign=1)
+_loss_bug("mean_over_noise", "averages the K noise terms instead of summing them", noise="mean")
+_loss_bug("no_minus", "returns the log-likelihood, not its negative", sign=1)
 
 
 # ---------------------------------------------------------------------- nearest_neighbours

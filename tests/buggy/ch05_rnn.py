@@ -13,12 +13,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mini_llm import rnn
+
 from ._registry import new_registry
 
 REFERENCE = ("mini_llm.rnn",)
 """the mini_llm modules that hold the reference of each graded part"""
 
 BUGS, ALTERNATIVES, bug, correct = new_registry()
+derived = bug.derived
 
 
 def _states(xs, h0, W_xh, W_hh, b_h):
@@ -33,47 +36,48 @@ def _states(xs, h0, W_xh, W_hh, b_h):
 # -------------------------------------------------------------------------------- rnn_step
 
 
-@bug(
-    "rnn_step",
+def _rnn_step(
+    x_t, h_prev, W_xh, W_hh, b_h, *, activation=torch.tanh, whh_T=True, recurrent=True, bias=True
+):
+    """The right step; knobs: the ``activation``, W_hh used transposed (``whh_T``), the
+    ``recurrent`` term and the ``bias`` inside the activation (False: added after it)."""
+    pre = x_t @ W_xh.T
+    if recurrent:
+        pre = pre + h_prev @ (W_hh.T if whh_T else W_hh)
+    return activation(pre + b_h) if bias else activation(pre) + b_h
+
+
+_step_bug = bug.variants("rnn_step", _rnn_step, like=rnn.rnn_step)
+_step_bug(
     "whh_not_transposed",
     "h_prev @ W_hh: the (out, in) recurrent matrix used as (in, out)",
+    whh_T=False,
 )
-def _(x_t, h_prev, W_xh, W_hh, b_h):
-    return torch.tanh(x_t @ W_xh.T + h_prev @ W_hh + b_h)
-
-
-@bug("rnn_step", "forgets_h_prev", "tanh(x_t W_xhᵀ + b_h): the previous state is never used")
-def _(x_t, h_prev, W_xh, W_hh, b_h):
-    return torch.tanh(x_t @ W_xh.T + b_h)
-
-
-@bug("rnn_step", "no_tanh", "returns the pre-activation: the tanh is missing")
-def _(x_t, h_prev, W_xh, W_hh, b_h):
-    return x_t @ W_xh.T + h_prev @ W_hh.T + b_h
-
-
-@bug("rnn_step", "relu", "ReLU instead of tanh")
-def _(x_t, h_prev, W_xh, W_hh, b_h):
-    return torch.relu(x_t @ W_xh.T + h_prev @ W_hh.T + b_h)
-
-
-@bug(
-    "rnn_step",
+_step_bug(
+    "forgets_h_prev", "tanh(x_t W_xhᵀ + b_h): the previous state is never used", recurrent=False
+)
+_step_bug("no_tanh", "returns the pre-activation: the tanh is missing", activation=lambda a: a)
+_step_bug("relu", "ReLU instead of tanh", activation=torch.relu)
+_step_bug(
     "bias_outside_tanh",
     "tanh(x_t W_xhᵀ + h_prev W_hhᵀ) + b_h: bias added after the tanh",
+    bias=False,
 )
-def _(x_t, h_prev, W_xh, W_hh, b_h):
-    return torch.tanh(x_t @ W_xh.T + h_prev @ W_hh.T) + b_h
 
 
 # ----------------------------------------------------------------------------- rnn_forward
 
 
-@bug(
-    "rnn_forward", "starts_from_zeros", "the given h0 is ignored: every sequence starts from zeros"
+def _forward(xs, h0, W_xh, W_hh, b_h):
+    return torch.stack(_states(xs, h0, W_xh, W_hh, b_h), dim=1)
+
+
+_forward_bug = bug.variants("rnn_forward", _forward, like=rnn.rnn_forward)
+_forward_bug(
+    "starts_from_zeros",
+    "the given h0 is ignored: every sequence starts from zeros",
+    h0=derived(lambda a: torch.zeros_like(a.h0)),
 )
-def _(xs, h0, W_xh, W_hh, b_h):
-    return torch.stack(_states(xs, torch.zeros_like(h0), W_xh, W_hh, b_h), dim=1)
 
 
 @bug("rnn_forward", "last_state_only", "returns only h_T, shape (B, H)")
@@ -104,9 +108,11 @@ def _(xs, h0, W_xh, W_hh, b_h):
     return torch.stack(states, dim=0)
 
 
-@bug("rnn_forward", "reversed_time", "reads the sequence from the last step to the first")
-def _(xs, h0, W_xh, W_hh, b_h):
-    return torch.stack(_states(xs.flip(1), h0, W_xh, W_hh, b_h), dim=1)
+_forward_bug(
+    "reversed_time",
+    "reads the sequence from the last step to the first",
+    xs=derived(lambda a: a.xs.flip(1)),
+)
 
 
 # ---------------------------------------------------------------------------- rnn_backward
@@ -156,62 +162,39 @@ def _backward(
     return grads
 
 
-@bug(
-    "rnn_backward",
+_backward_bug = bug.variants("rnn_backward", _backward, like=rnn.rnn_backward)
+_backward_bug(
     "no_gradient_from_later",
     "d_t = grad_hs[:, t] only: nothing flows back from step t + 1",
+    carry=False,
 )
-def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
-    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, carry=False)
-
-
-@bug("rnn_backward", "whh_with_h_t", "W_hh gradient pairs delta_t with h_t instead of h_{t-1}")
-def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
-    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, whh_state="after")
-
-
-@bug(
-    "rnn_backward",
+_backward_bug(
+    "whh_with_h_t", "W_hh gradient pairs delta_t with h_t instead of h_{t-1}", whh_state="after"
+)
+_backward_bug(
     "no_tanh_derivative",
     "delta_t = d_t: the factor 1 - h_t² of the tanh is forgotten",
+    slope="none",
 )
-def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
-    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, slope="none")
-
-
-@bug("rnn_backward", "slope_of_previous_step", "tanh' taken at h_{t-1} instead of h_t")
-def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
-    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, slope="previous")
-
-
-@bug("rnn_backward", "h0_without_whh", "the h0 gradient is delta_1, missing the last @ W_hh")
-def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
-    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, h0_through_whh=False)
-
-
-@bug(
-    "rnn_backward",
+_backward_bug("slope_of_previous_step", "tanh' taken at h_{t-1} instead of h_t", slope="previous")
+_backward_bug(
+    "h0_without_whh", "the h0 gradient is delta_1, missing the last @ W_hh", h0_through_whh=False
+)
+_backward_bug(
     "forward_in_time",
     "the loop runs t = 1 .. T: the carried gradient flows the wrong way",
+    backwards=False,
 )
-def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
-    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, backwards=False)
-
-
-@bug(
-    "rnn_backward",
+_backward_bug(
     "whh_transposed_back",
     "delta_{t+1} @ W_hh.T carried back instead of delta_{t+1} @ W_hh",
+    whh_transposed=True,
 )
-def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
-    return _backward(xs, h0, W_xh, W_hh, b_h, grad_hs, whh_transposed=True)
-
-
-@bug("rnn_backward", "hs_is_grad_hs", "returns grad_hs itself as the gradient of the states")
-def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
-    grads = _backward(xs, h0, W_xh, W_hh, b_h, grad_hs)
-    grads["hs"] = grad_hs.clone()
-    return grads
+_backward_bug(
+    "hs_is_grad_hs",
+    "returns grad_hs itself as the gradient of the states",
+    returns=lambda grads, a: {**grads, "hs": a.grad_hs.clone()},
+)
 
 
 # --------------------------------------------------------------------- clip_by_global_norm
@@ -239,45 +222,45 @@ def _(grads, max_norm):
     return [g.clamp(-max_norm, max_norm) for g in grads], _joint_norm(grads)
 
 
-@bug("clip_by_global_norm", "norm_after_clipping", "returns the norm of the clipped gradients")
-def _(grads, max_norm):
-    _positive(max_norm)
-    scale = min(1.0, max_norm / (_joint_norm(grads) + 1e-6))
-    clipped = [g * scale for g in grads]
-    return clipped, _joint_norm(clipped)
+def _clip(
+    grads,
+    max_norm,
+    *,
+    checked=True,
+    norm_of=_joint_norm,
+    scale=lambda max_norm, norm: min(1.0, max_norm / (norm + 1e-6)),
+    cast=lambda g: g,
+):
+    """The right clipping (``checked``: max_norm must be positive); knobs: the joint norm
+    ``norm_of(grads)``, the ``scale(max_norm, norm)`` and a ``cast`` of each gradient."""
+    if checked:
+        _positive(max_norm)
+    norm = norm_of(grads)
+    return [cast(g) * scale(max_norm, norm) for g in grads], norm
 
 
-@bug(
-    "clip_by_global_norm", "always_rescale", "scale = max_norm / norm even when the norm is smaller"
+_clip_bug = bug.variants("clip_by_global_norm", _clip, like=rnn.clip_by_global_norm)
+_clip_bug(
+    "norm_after_clipping",
+    "returns the norm of the clipped gradients",
+    returns=lambda out, a: (out[0], _joint_norm(out[0])),
 )
-def _(grads, max_norm):
-    _positive(max_norm)
-    norm = _joint_norm(grads)
-    return [g * (max_norm / (norm + 1e-6)) for g in grads], norm
-
-
-@bug("clip_by_global_norm", "sum_of_norms", "the joint norm as the sum of the tensors' norms")
-def _(grads, max_norm):
-    _positive(max_norm)
-    norm = sum(float(g.double().norm()) for g in grads)
-    return [g * min(1.0, max_norm / (norm + 1e-6)) for g in grads], norm
-
-
-@bug(
-    "clip_by_global_norm",
+_clip_bug(
+    "always_rescale",
+    "scale = max_norm / norm even when the norm is smaller",
+    scale=lambda max_norm, norm: max_norm / (norm + 1e-6),
+)
+_clip_bug(
+    "sum_of_norms",
+    "the joint norm as the sum of the tensors' norms",
+    norm_of=lambda grads: sum(float(g.double().norm()) for g in grads),
+)
+_clip_bug(
     "no_eps",
     "max_norm / norm without the 1e-6: all-zero gradients divide by 0",
+    scale=lambda max_norm, norm: min(1.0, max_norm / norm),
 )
-def _(grads, max_norm):
-    _positive(max_norm)
-    norm = _joint_norm(grads)
-    return [g * min(1.0, max_norm / norm) for g in grads], norm
-
-
-@bug("clip_by_global_norm", "accepts_non_positive", "max_norm <= 0 is not refused")
-def _(grads, max_norm):
-    norm = _joint_norm(grads)
-    return [g * min(1.0, max_norm / (norm + 1e-6)) for g in grads], norm
+_clip_bug("accepts_non_positive", "max_norm <= 0 is not refused", checked=False)
 
 
 # ------------------------------------------------- dtypes and the caller's data (issue 18)
@@ -303,15 +286,11 @@ def _(grads, max_norm):
     return list(grads), norm
 
 
-@bug(
-    "clip_by_global_norm",
+_clip_bug(
     "returns_float64",
     "[g.double() * scale ...]: float32 gradients come back float64",
+    cast=lambda g: g.double(),
 )
-def _(grads, max_norm):
-    _positive(max_norm)
-    norm = _joint_norm(grads)
-    return [g.double() * min(1.0, max_norm / (norm + 1e-6)) for g in grads], norm
 
 
 # ---------------------------------------------------------------- correct, written differently

@@ -12,12 +12,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mini_llm.lstm import first_token_task, gru_step, lstm_forward, lstm_step
+
 from ._registry import new_registry
 
 REFERENCE = ("mini_llm.lstm",)
 """the mini_llm modules that hold the reference of each graded part"""
 
 BUGS, ALTERNATIVES, bug, correct = new_registry()
+derived = bug.derived
 
 
 def _pre(x_t, h_prev, W_ih, W_hh, b):
@@ -25,276 +28,194 @@ def _pre(x_t, h_prev, W_ih, W_hh, b):
     return (x_t @ W_ih.T + h_prev @ W_hh.T + b).chunk(4, dim=-1)
 
 
-def _step(x_t, h, c, W_ih, W_hh, b):
-    """A correct LSTM step (the forward bugs share it)."""
-    i, f, g, o = _pre(x_t, h, W_ih, W_hh, b)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(c), c
+def _lstm_step(
+    x_t,
+    h_prev,
+    c_prev,
+    W_ih,
+    W_hh,
+    b,
+    *,
+    order="ifgo",
+    forget=torch.sigmoid,
+    candidate=torch.tanh,
+    shown=torch.tanh,
+):
+    """A correct LSTM step (the forward bugs share it); knobs: the ``order`` of the four blocks
+    and the functions applied to the forget gate, to the candidate and to the cell state."""
+    gates = dict(zip(order, _pre(x_t, h_prev, W_ih, W_hh, b), strict=True))
+    c = forget(gates["f"]) * c_prev + torch.sigmoid(gates["i"]) * candidate(gates["g"])
+    return torch.sigmoid(gates["o"]) * shown(c), c
 
 
 # ------------------------------------------------------------------------------- lstm_step
 
 
-@bug(
-    "lstm_step",
+_step_bug = bug.variants("lstm_step", _lstm_step, like=lstm_step)
+
+
+_step_bug(
     "gate_order_ifog",
     "blocks read as i, f, o, g (the order of some papers), not torch's i, f, g, o",
+    order="ifog",
 )
-def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
-    i, f, o, g = _pre(x_t, h_prev, W_ih, W_hh, b)
-    c = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(c), c
-
-
-@bug("lstm_step", "tanh_forget_gate", "tanh instead of the sigmoid on the forget gate")
-def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
-    i, f, g, o = _pre(x_t, h_prev, W_ih, W_hh, b)
-    c = torch.tanh(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(c), c
-
-
-@bug("lstm_step", "no_tanh_on_c", "h_t = o * c_t: the cell state is shown without its tanh")
-def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
-    i, f, g, o = _pre(x_t, h_prev, W_ih, W_hh, b)
-    c = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * c, c
-
-
-@bug("lstm_step", "no_forget_gate", "c_t = c_prev + i * g: the old memory is added unscaled")
-def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
-    i, _, g, o = _pre(x_t, h_prev, W_ih, W_hh, b)
-    c = c_prev + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(c), c
-
-
-@bug(
-    "lstm_step", "sigmoid_candidate", "sigmoid on the candidate g, so new content is never negative"
+_step_bug("tanh_forget_gate", "tanh instead of the sigmoid on the forget gate", forget=torch.tanh)
+_step_bug(
+    "no_tanh_on_c",
+    "h_t = o * c_t: the cell state is shown without its tanh",
+    shown=lambda c: c,
 )
-def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
-    i, f, g, o = _pre(x_t, h_prev, W_ih, W_hh, b)
-    c = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.sigmoid(g)
-    return torch.sigmoid(o) * torch.tanh(c), c
-
-
-@bug("lstm_step", "returns_c_h", "returns (c_t, h_t): the pair swapped")
-def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
-    h, c = _step(x_t, h_prev, c_prev, W_ih, W_hh, b)
-    return c, h
+_step_bug(
+    "no_forget_gate",
+    "c_t = c_prev + i * g: the old memory is added unscaled",
+    forget=lambda f: 1,
+)
+_step_bug(
+    "sigmoid_candidate",
+    "sigmoid on the candidate g, so new content is never negative",
+    candidate=torch.sigmoid,
+)
+_step_bug("returns_c_h", "returns (c_t, h_t): the pair swapped", returns=lambda hc, a: hc[::-1])
 
 
 # ---------------------------------------------------------------------------- lstm_forward
 
 
-@bug(
-    "lstm_forward",
-    "ignores_h0_c0",
-    "every sequence starts from zero states: the given h0 and c0 are ignored",
-)
-def _(xs, h0, c0, W_ih, W_hh, b):
-    h, c, states = torch.zeros_like(h0), torch.zeros_like(c0), []
-    for t in range(xs.shape[1]):
-        h, c = _step(xs[:, t], h, c, W_ih, W_hh, b)
-        states.append(h)
-    return torch.stack(states, dim=1), (h, c)
-
-
-@bug(
-    "lstm_forward",
-    "c_not_carried",
-    "the cell state is reset to c0 at every step; only h is carried",
-)
-def _(xs, h0, c0, W_ih, W_hh, b):
-    h, c, states = h0, c0, []
-    for t in range(xs.shape[1]):
-        h, c = _step(xs[:, t], h, c0, W_ih, W_hh, b)
-        states.append(h)
-    return torch.stack(states, dim=1), (h, c)
-
-
-@bug(
-    "lstm_forward",
-    "cell_states_as_hs",
-    "hs collects the cell states c_t instead of the hidden states",
-)
-def _(xs, h0, c0, W_ih, W_hh, b):
-    h, c, states = h0, c0, []
-    for t in range(xs.shape[1]):
-        h, c = _step(xs[:, t], h, c, W_ih, W_hh, b)
-        states.append(c)
-    return torch.stack(states, dim=1), (h, c)
-
-
-@bug("lstm_forward", "last_state_only", "hs is only h_T, shape (B, H)")
-def _(xs, h0, c0, W_ih, W_hh, b):
+def _lstm_forward(
+    xs,
+    h0,
+    c0,
+    W_ih,
+    W_hh,
+    b,
+    *,
+    carry_c=True,
+    collect="h",
+    with_h0=False,
+    stacked=True,
+    c_early=False,
+):
+    """The right forward pass; knobs: ``carry_c`` (False: every step starts from c0), which
+    state ``collect`` gathers, ``with_h0`` in front of the states, ``stacked`` (False: h_T
+    alone) and ``c_early`` (the final c is the one before the last step)."""
     h, c = h0, c0
-    for t in range(xs.shape[1]):
-        h, c = _step(xs[:, t], h, c, W_ih, W_hh, b)
-    return h, (h, c)
-
-
-@bug("lstm_forward", "includes_h0", "h0 stacked in front of the states: T + 1 of them")
-def _(xs, h0, c0, W_ih, W_hh, b):
-    h, c, states = h0, c0, [h0]
-    for t in range(xs.shape[1]):
-        h, c = _step(xs[:, t], h, c, W_ih, W_hh, b)
-        states.append(h)
-    return torch.stack(states, dim=1), (h, c)
-
-
-@bug(
-    "lstm_forward",
-    "final_c_one_step_early",
-    "the final pair is (h_T, c_{T-1}): c saved before the last update",
-)
-def _(xs, h0, c0, W_ih, W_hh, b):
-    h, c, states = h0, c0, []
+    states, c_before = [h0] if with_h0 else [], c0
     for t in range(xs.shape[1]):
         c_before = c
-        h, c = _step(xs[:, t], h, c, W_ih, W_hh, b)
-        states.append(h)
-    return torch.stack(states, dim=1), (h, c_before)
+        h, c = _lstm_step(xs[:, t], h, c if carry_c else c0, W_ih, W_hh, b)
+        states.append(c if collect == "c" else h)
+    return torch.stack(states, dim=1) if stacked else h, (h, c_before if c_early else c)
+
+
+_forward_bug = bug.variants("lstm_forward", _lstm_forward, like=lstm_forward)
+
+
+_forward_bug(
+    "ignores_h0_c0",
+    "every sequence starts from zero states: the given h0 and c0 are ignored",
+    h0=derived(lambda a: torch.zeros_like(a.h0)),
+    c0=derived(lambda a: torch.zeros_like(a.c0)),
+)
+_forward_bug(
+    "c_not_carried", "the cell state is reset to c0 at every step; only h is carried", carry_c=False
+)
+_forward_bug(
+    "cell_states_as_hs", "hs collects the cell states c_t instead of the hidden states", collect="c"
+)
+_forward_bug("last_state_only", "hs is only h_T, shape (B, H)", stacked=False)
+_forward_bug("includes_h0", "h0 stacked in front of the states: T + 1 of them", with_h0=True)
+_forward_bug(
+    "final_c_one_step_early",
+    "the final pair is (h_T, c_{T-1}): c saved before the last update",
+    c_early=True,
+)
 
 
 # -------------------------------------------------------------------------------- gru_step
 
 
-def _gru_parts(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
-    return (x_t @ W_ih.T + b_ih).chunk(3, dim=-1), (h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
+def _gru_step(x_t, h_prev, W_ih, W_hh, b_ih, b_hh, *, order="rzn", candidate=None, swap_z=False):
+    """The right GRU step; knobs: the ``order`` of the three blocks, the ``candidate`` n as
+    ``candidate(x_n, r, u_n, h_prev, W_hn, b_hn)``, and ``swap_z`` (the update gate's roles)."""
+    x_parts = (x_t @ W_ih.T + b_ih).chunk(3, dim=-1)
+    u_parts = (h_prev @ W_hh.T + b_hh).chunk(3, dim=-1)
+    x, u = dict(zip(order, x_parts, strict=True)), dict(zip(order, u_parts, strict=True))
+    r, z = torch.sigmoid(x["r"] + u["r"]), torch.sigmoid(x["z"] + u["z"])
+    if candidate is None:
+        n = torch.tanh(x["n"] + r * u["n"])
+    else:
+        H = h_prev.shape[1]
+        n = candidate(x["n"], r, u["n"], h_prev, W_hh[2 * H :], b_hh[2 * H :])
+    return z * n + (1 - z) * h_prev if swap_z else (1 - z) * n + z * h_prev
 
 
-@bug(
-    "gru_step",
+_gru_bug = bug.variants("gru_step", _gru_step, like=gru_step)
+
+
+_gru_bug(
     "reset_after_bias",
     "n = tanh(x_n + r * (h W_hnᵀ) + b_hn): the reset gate leaves out the recurrent bias",
+    candidate=lambda x_n, r, u_n, h, W_hn, b_hn: torch.tanh(x_n + r * (h @ W_hn.T) + b_hn),
 )
-def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
-    (x_r, x_z, x_n), (u_r, u_z, _) = _gru_parts(x_t, h_prev, W_ih, W_hh, b_ih, b_hh)
-    H = h_prev.shape[1]
-    r, z = torch.sigmoid(x_r + u_r), torch.sigmoid(x_z + u_z)
-    n = torch.tanh(x_n + r * (h_prev @ W_hh[2 * H :].T) + b_hh[2 * H :])
-    return (1 - z) * n + z * h_prev
-
-
-@bug("gru_step", "z_swapped", "h_t = z * n + (1 - z) * h_prev: the update gate's roles swapped")
-def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
-    (x_r, x_z, x_n), (u_r, u_z, u_n) = _gru_parts(x_t, h_prev, W_ih, W_hh, b_ih, b_hh)
-    r, z = torch.sigmoid(x_r + u_r), torch.sigmoid(x_z + u_z)
-    n = torch.tanh(x_n + r * u_n)
-    return z * n + (1 - z) * h_prev
-
-
-@bug(
-    "gru_step",
+_gru_bug(
+    "z_swapped",
+    "h_t = z * n + (1 - z) * h_prev: the update gate's roles swapped",
+    swap_z=True,
+)
+_gru_bug(
     "reset_before_matmul",
     "n = tanh(x_n + (r * h) W_hnᵀ + b_hn): the paper's variant, not torch's GRU",
+    candidate=lambda x_n, r, u_n, h, W_hn, b_hn: torch.tanh(x_n + (r * h) @ W_hn.T + b_hn),
 )
-def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
-    (x_r, x_z, x_n), (u_r, u_z, _) = _gru_parts(x_t, h_prev, W_ih, W_hh, b_ih, b_hh)
-    H = h_prev.shape[1]
-    r, z = torch.sigmoid(x_r + u_r), torch.sigmoid(x_z + u_z)
-    n = torch.tanh(x_n + (r * h_prev) @ W_hh[2 * H :].T + b_hh[2 * H :])
-    return (1 - z) * n + z * h_prev
-
-
-@bug("gru_step", "chunk_order_zrn", "blocks read as z, r, n instead of r, z, n")
-def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
-    (x_z, x_r, x_n), (u_z, u_r, u_n) = _gru_parts(x_t, h_prev, W_ih, W_hh, b_ih, b_hh)
-    r, z = torch.sigmoid(x_r + u_r), torch.sigmoid(x_z + u_z)
-    n = torch.tanh(x_n + r * u_n)
-    return (1 - z) * n + z * h_prev
-
-
-@bug(
-    "gru_step", "no_reset_gate", "n = tanh(x_n + u_n): the reset gate is computed but never applied"
+_gru_bug("chunk_order_zrn", "blocks read as z, r, n instead of r, z, n", order="zrn")
+_gru_bug(
+    "no_reset_gate",
+    "n = tanh(x_n + u_n): the reset gate is computed but never applied",
+    candidate=lambda x_n, r, u_n, h, W_hn, b_hn: torch.tanh(x_n + u_n),
 )
-def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
-    (_, x_z, x_n), (_, u_z, u_n) = _gru_parts(x_t, h_prev, W_ih, W_hh, b_ih, b_hh)
-    z = torch.sigmoid(x_z + u_z)
-    n = torch.tanh(x_n + u_n)
-    return (1 - z) * n + z * h_prev
 
 
 # ------------------------------------------------------------------------ first_token_task
 
 
-def _checked(length, n_classes):
-    if length < 1 or n_classes < 2:
+def _task(batch_size, length, n_classes, generator, *, checked=True, low=None, extra=0, last=False):
+    """The right batch (with the bug file's checks, ``checked``); knobs: the ``low``est
+    distractor, ``extra`` distractors, and the class put ``last``."""
+    if checked and (length < 1 or n_classes < 2):
         raise ValueError("need length >= 1 and n_classes >= 2")
+    classes = torch.randint(n_classes, (batch_size,), generator=generator)
+    low = n_classes if low is None else low
+    shape = (batch_size, max(length - 1 + extra, 0))
+    rest = torch.randint(low, 2 * n_classes, shape, generator=generator)
+    return torch.cat([rest, classes[:, None]] if last else [classes[:, None], rest], dim=1), classes
 
 
-@bug(
-    "first_token_task",
+_task_bug = bug.variants("first_token_task", _task, like=first_token_task)
+
+
+_task_bug(
     "distractors_in_class_range",
     "distractors drawn from 0 .. 2K - 1, so they include the classes",
+    low=0,
 )
-def _(batch_size, length, n_classes, generator):
-    _checked(length, n_classes)
-    classes = torch.randint(n_classes, (batch_size,), generator=generator)
-    rest = torch.randint(0, 2 * n_classes, (batch_size, length - 1), generator=generator)
-    return torch.cat([classes[:, None], rest], dim=1), classes
-
-
-@bug("first_token_task", "class_at_the_end", "the class token is put last instead of first")
-def _(batch_size, length, n_classes, generator):
-    _checked(length, n_classes)
-    classes = torch.randint(n_classes, (batch_size,), generator=generator)
-    rest = torch.randint(n_classes, 2 * n_classes, (batch_size, length - 1), generator=generator)
-    return torch.cat([rest, classes[:, None]], dim=1), classes
-
-
-@bug("first_token_task", "length_plus_one", "length distractors after the class: length + 1 tokens")
-def _(batch_size, length, n_classes, generator):
-    _checked(length, n_classes)
-    classes = torch.randint(n_classes, (batch_size,), generator=generator)
-    rest = torch.randint(n_classes, 2 * n_classes, (batch_size, length), generator=generator)
-    return torch.cat([classes[:, None], rest], dim=1), classes
-
-
-@bug(
-    "first_token_task",
+_task_bug("class_at_the_end", "the class token is put last instead of first", last=True)
+_task_bug("length_plus_one", "length distractors after the class: length + 1 tokens", extra=1)
+_task_bug(
     "ignores_generator",
     "draws from torch's global generator: the seed is ignored",
+    generator=None,
 )
-def _(batch_size, length, n_classes, generator):
-    _checked(length, n_classes)
-    classes = torch.randint(n_classes, (batch_size,))
-    rest = torch.randint(n_classes, 2 * n_classes, (batch_size, length - 1))
-    return torch.cat([classes[:, None], rest], dim=1), classes
-
-
-@bug(
-    "first_token_task",
+_task_bug(
     "own_fixed_seed",
     "makes its own generator with seed 0: every seed gives the same batch",
+    generator=derived(lambda a: torch.Generator().manual_seed(0)),
 )
-def _(batch_size, length, n_classes, generator):
-    _checked(length, n_classes)
-    mine = torch.Generator().manual_seed(0)
-    classes = torch.randint(n_classes, (batch_size,), generator=mine)
-    rest = torch.randint(n_classes, 2 * n_classes, (batch_size, length - 1), generator=mine)
-    return torch.cat([classes[:, None], rest], dim=1), classes
-
-
-@bug(
-    "first_token_task",
+_task_bug(
     "label_is_last_token",
     "y = x[:, -1]: the target is the last token, not the class",
+    returns=lambda xy, a: (xy[0], xy[0][:, -1]),
 )
-def _(batch_size, length, n_classes, generator):
-    _checked(length, n_classes)
-    classes = torch.randint(n_classes, (batch_size,), generator=generator)
-    rest = torch.randint(n_classes, 2 * n_classes, (batch_size, length - 1), generator=generator)
-    x = torch.cat([classes[:, None], rest], dim=1)
-    return x, x[:, -1]
-
-
-@bug("first_token_task", "no_input_check", "length 0 and a single class are not refused")
-def _(batch_size, length, n_classes, generator):
-    classes = torch.randint(n_classes, (batch_size,), generator=generator)
-    rest = torch.randint(
-        n_classes, 2 * n_classes, (batch_size, max(length - 1, 0)), generator=generator
-    )
-    return torch.cat([classes[:, None], rest], dim=1), classes
+_task_bug("no_input_check", "length 0 and a single class are not refused", checked=False)
 
 
 # ------------------------------------------------------ dtypes and a batch of one (issue 18)
@@ -306,18 +227,16 @@ def _(xs, h0, c0, W_ih, W_hh, b):
     hs = torch.zeros(B, T, h0.shape[1])
     h, c = h0, c0
     for t in range(T):
-        h, c = _step(xs[:, t], h, c, W_ih, W_hh, b)
+        h, c = _lstm_step(xs[:, t], h, c, W_ih, W_hh, b)
         hs[:, t] = h
     return hs, (h, c)
 
 
-@bug("first_token_task", "squeezed_classes", "y = x[:, :1].squeeze(): a batch of one gets a 0-d y")
-def _(batch_size, length, n_classes, generator):
-    _checked(length, n_classes)
-    classes = torch.randint(n_classes, (batch_size, 1), generator=generator)
-    rest = torch.randint(n_classes, 2 * n_classes, (batch_size, length - 1), generator=generator)
-    x = torch.cat([classes, rest], dim=1)
-    return x, x[:, :1].squeeze()
+_task_bug(
+    "squeezed_classes",
+    "y = x[:, :1].squeeze(): a batch of one gets a 0-d y",
+    returns=lambda xy, a: (xy[0], xy[0][:, :1].squeeze()),
+)
 
 
 # ---------------------------------------------------------------------------- alternatives

@@ -9,8 +9,12 @@ over the batch, a vectorised exact match), which the hidden tests must accept.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
+
+from mini_llm import seq2seq
 
 from ._registry import new_registry
 
@@ -44,121 +48,69 @@ _ONES = [
 _TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 
 
-def _group(m):
-    """1 .. 999 in words, correct (the number_to_words bugs share it where they can)."""
+def _group(m, ones=_ONES, tens=_TENS, *, ones_always=False, teens=True):
+    """1 .. 999 in words, from the tables ``ones`` and ``tens``; knobs: the ones word said
+    even when it is zero (``ones_always``), and ``teens`` (False: 13 is "ten three")."""
     words = []
     if m >= 100:
-        words += [_ONES[m // 100], "hundred"]
+        words += [ones[m // 100], "hundred"]
         m %= 100
-    if m >= 20:
-        words.append(_TENS[m // 10])
+    if m >= 20 or (m >= 10 and not teens):
+        words.append(tens[m // 10] if m >= 20 else "ten")
         m %= 10
-    if m:
-        words.append(_ONES[m])
+    if m or ones_always:
+        words.append(ones[m])
     return words
 
 
-# ---------------------------------------------------------------------------- number_to_words
-
-
-@bug(
-    "number_to_words",
-    "zero_after_round",
-    "the ones word is always said: 40 -> forty zero, 300 -> three hundred zero",
-)
-def _(n):
+def _words(n, *, spell=_group, thousands_below=1000, rest_or_zero=False):
+    """number_to_words, with the groups spelled by ``spell``; knobs: only the thousands below
+    ``thousands_below`` are spelled, and the rest is said even when it is zero."""
     if not 0 <= n < 1_000_000:
         raise ValueError(n)
-
-    def group(m):
-        words = []
-        if m >= 100:
-            words += [_ONES[m // 100], "hundred"]
-            m %= 100
-        if m >= 20:
-            words.append(_TENS[m // 10])
-            m %= 10
-        words.append(_ONES[m])
-        return words
-
-    thousands, rest = divmod(n, 1000)
-    if not thousands:
-        return group(rest)
-    return group(thousands) + ["thousand"] + (group(rest) if rest else [])
-
-
-@bug(
-    "number_to_words", "teens_as_ten_plus", "10..19 said as 'ten' and a ones word: 13 -> ten three"
-)
-def _(n):
-    if not 0 <= n < 1_000_000:
-        raise ValueError(n)
-
-    def group(m):
-        words = []
-        if m >= 100:
-            words += [_ONES[m // 100], "hundred"]
-            m %= 100
-        if m >= 10:
-            words.append("ten" if m < 20 else _TENS[m // 10])
-            m %= 10
-        if m:
-            words.append(_ONES[m])
-        return words
-
     if n == 0:
         return ["zero"]
     thousands, rest = divmod(n, 1000)
-    return (group(thousands) + ["thousand"] if thousands else []) + group(rest)
-
-
-@bug(
-    "number_to_words",
-    "thousand_zero",
-    "the rest is always said after 'thousand': 1000 -> one thousand zero",
-)
-def _(n):
-    if not 0 <= n < 1_000_000:
-        raise ValueError(n)
-    thousands, rest = divmod(n, 1000)
-    tail = _group(rest) or ["zero"]
-    return (_group(thousands) + ["thousand"] if thousands else []) + tail
-
-
-def _speller(ones, tens):
-    """number_to_words with the learner's own tables (a wrong word in a rarely used entry)."""
-
-    def number_to_words(n):
-        if not 0 <= n < 1_000_000:
-            raise ValueError(n)
-
-        def group(m):
-            words = [ones[m // 100], "hundred"] if m >= 100 else []
-            m %= 100
-            words += [tens[m // 10]] if m >= 20 else []
-            m = m % 10 if m >= 20 else m
-            return words + ([ones[m]] if m else [])
-
-        if n == 0:
-            return ["zero"]
-        thousands, rest = divmod(n, 1000)
-        return (group(thousands) + ["thousand"] if thousands else []) + group(rest)
-
-    return number_to_words
+    head = spell(thousands % thousands_below) + ["thousand"] if thousands else []
+    return head + (spell(rest) if rest else ["zero"] if rest_or_zero else [])
 
 
 def _replaced(table, old, new):
     return [new if word == old else word for word in table]
 
 
-bug("number_to_words", "misspelled_fourteen", "'forteen' in the table of ones: 14 -> forteen")(
-    _speller(_replaced(_ONES, "fourteen", "forteen"), _TENS)
+# ---------------------------------------------------------------------------- number_to_words
+
+_words_bug = bug.variants("number_to_words", _words, like=seq2seq.number_to_words)
+_words_bug(
+    "zero_after_round",
+    "the ones word is always said: 40 -> forty zero, 300 -> three hundred zero",
+    spell=functools.partial(_group, ones_always=True),
 )
-bug("number_to_words", "misspelled_eighteen", "'eightteen' in the table of ones")(
-    _speller(_replaced(_ONES, "eighteen", "eightteen"), _TENS)
+_words_bug(
+    "teens_as_ten_plus",
+    "10..19 said as 'ten' and a ones word: 13 -> ten three",
+    spell=functools.partial(_group, teens=False),
 )
-bug("number_to_words", "seventy_pasted_as_sixty", "the tens table has 'sixty' twice: 70 -> sixty")(
-    _speller(_ONES, _replaced(_TENS, "seventy", "sixty"))
+_words_bug(
+    "thousand_zero",
+    "the rest is always said after 'thousand': 1000 -> one thousand zero",
+    rest_or_zero=True,
+)
+_words_bug(
+    "misspelled_fourteen",
+    "'forteen' in the table of ones: 14 -> forteen",
+    spell=functools.partial(_group, ones=_replaced(_ONES, "fourteen", "forteen")),
+)
+_words_bug(
+    "misspelled_eighteen",
+    "'eightteen' in the table of ones",
+    spell=functools.partial(_group, ones=_replaced(_ONES, "eighteen", "eightteen")),
+)
+_words_bug(
+    "seventy_pasted_as_sixty",
+    "the tens table has 'sixty' twice: 70 -> sixty",
+    spell=functools.partial(_group, tens=_replaced(_TENS, "seventy", "sixty")),
 )
 
 
@@ -173,18 +125,11 @@ def _(n):
     return (head + (["thousand"] if thousands < 1000 else []) if thousands else []) + _group(rest)
 
 
-@bug(
-    "number_to_words",
+_words_bug(
     "drops_hundred_thousands",
     "the thousands group only spelled below 100: 312005 -> twelve thousand five",
+    thousands_below=100,
 )
-def _(n):
-    if not 0 <= n < 1_000_000:
-        raise ValueError(n)
-    if n == 0:
-        return ["zero"]
-    thousands, rest = divmod(n, 1000)
-    return (_group(thousands % 100) + ["thousand"] if thousands else []) + _group(rest)
 
 
 # ----------------------------------------------------------------------------- masked_softmax
@@ -280,94 +225,74 @@ def _softmax(scores, mask):
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
 
 
-@bug(
-    "additive_attention",
+def _scores(query, keys, W_q, W_k, v):
+    return torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
+
+
+def _summed(weights, scores, keys, mask):
+    return (weights[:, :, None] * keys).sum(dim=1)
+
+
+def _einsum(weights, scores, keys, mask):
+    return torch.einsum("bs,bsk->bk", weights, keys)
+
+
+def _attention(query, keys, mask, W_q, W_k, v, *, scores=_scores, weigh=_softmax, context=_summed):
+    """Right attention, in three steps a bug changes one of: ``scores(query, keys, W_q, W_k,
+    v)``, the weights ``weigh(scores, mask)``, ``context(weights, scores, keys, mask)``."""
+    s = scores(query, keys, W_q, W_k, v)
+    weights = weigh(s, mask)
+    return context(weights, s, keys, mask), weights
+
+
+_attention_bug = bug.variants("additive_attention", _attention, like=seq2seq.additive_attention)
+_attention_bug(
     "dot_product",
     "dot product of the two projections instead of v . tanh(sum)",
+    scores=lambda q, k, W_q, W_k, v: ((k @ W_k.T) * (q @ W_q.T)[:, None, :]).sum(dim=-1),
 )
-def _(query, keys, mask, W_q, W_k, v):
-    scores = ((keys @ W_k.T) * (query @ W_q.T)[:, None, :]).sum(dim=-1)
-    weights = _softmax(scores, mask)
-    return (weights[:, :, None] * keys).sum(dim=1), weights
-
-
-@bug("additive_attention", "no_tanh", "the tanh is missing: v . (W_q s + W_k h_j), a linear score")
-def _(query, keys, mask, W_q, W_k, v):
-    scores = ((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
-    weights = _softmax(scores, mask)
-    return (weights[:, :, None] * keys).sum(dim=1), weights
-
-
-@bug(
-    "additive_attention",
+_attention_bug(
+    "no_tanh",
+    "the tanh is missing: v . (W_q s + W_k h_j), a linear score",
+    scores=lambda q, k, W_q, W_k, v: ((q @ W_q.T)[:, None, :] + k @ W_k.T) @ v,
+)
+_attention_bug(
     "weights_not_transposed",
     "query @ W_q and keys @ W_k: the (out, in) weights used untransposed",
+    scores=lambda q, k, W_q, W_k, v: torch.tanh((q @ W_q)[:, None, :] + k @ W_k) @ v,
 )
-def _(query, keys, mask, W_q, W_k, v):
-    scores = torch.tanh((query @ W_q)[:, None, :] + keys @ W_k) @ v
-    weights = _softmax(scores, mask)
-    return (weights[:, :, None] * keys).sum(dim=1), weights
-
-
-@bug("additive_attention", "no_mask", "plain softmax: the padding positions get weight too")
-def _(query, keys, mask, W_q, W_k, v):
-    scores = torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
-    weights = torch.softmax(scores, dim=-1)
-    return (weights[:, :, None] * keys).sum(dim=1), weights
-
-
-@bug(
-    "additive_attention",
+_attention_bug(
+    "no_mask",
+    "plain softmax: the padding positions get weight too",
+    weigh=lambda s, mask: torch.softmax(s, dim=-1),
+)
+_attention_bug(
     "context_from_scores",
     "the context weighs the keys by the raw scores, not the softmax weights",
+    context=lambda w, s, k, mask: (s.masked_fill(~mask, 0.0)[:, :, None] * k).sum(dim=1),
 )
-def _(query, keys, mask, W_q, W_k, v):
-    scores = torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
-    weights = _softmax(scores, mask)
-    return (scores.masked_fill(~mask, 0.0)[:, :, None] * keys).sum(dim=1), weights
-
-
-@bug(
-    "additive_attention",
+_attention_bug(
     "sum_wrong_axis",
     "the weighted keys summed over the feature axis: context (B, S)",
+    context=lambda w, s, k, mask: (w[:, :, None] * k).sum(dim=-1),
 )
-def _(query, keys, mask, W_q, W_k, v):
-    scores = torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
-    weights = _softmax(scores, mask)
-    return (weights[:, :, None] * keys).sum(dim=-1), weights
-
-
-def _reference_attention(query, keys, mask, W_q, W_k, v):
-    scores = torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v
-    weights = _softmax(scores, mask)
-    return torch.einsum("bs,bsk->bk", weights, keys), weights
-
-
-@bug(
-    "additive_attention",
+_attention_bug(
     "squeezed_context",
     "context.squeeze(): right for two sentences or more, a batch of one loses its batch axis",
+    context=_einsum,
+    returns=lambda cw, a: (cw[0].squeeze(), cw[1].squeeze()),
 )
-def _(query, keys, mask, W_q, W_k, v):
-    context, weights = _reference_attention(query, keys, mask, W_q, W_k, v)
-    return context.squeeze(), weights.squeeze()
-
-
-@bug(
-    "additive_attention",
+_attention_bug(
     "detached_scores",
     "scores taken with .detach() (to 'save memory'): right values, W_q, W_k and v never learn",
+    scores=lambda *args: _scores(*args).detach(),
+    context=lambda w, s, k, mask: torch.einsum("bs,bsk->bk", w, k.detach()),
 )
-def _(query, keys, mask, W_q, W_k, v):
-    scores = (torch.tanh((query @ W_q.T)[:, None, :] + keys @ W_k.T) @ v).detach()
-    weights = _softmax(scores, mask)
-    return torch.einsum("bs,bsk->bk", weights, keys.detach()), weights
 
 
 @bug("additive_attention", "float64_buffers", "context filled into a new float64 buffer")
 def _(query, keys, mask, W_q, W_k, v):
-    _, weights = _reference_attention(query, keys, mask, W_q, W_k, v)
+    _, weights = _attention(query, keys, mask, W_q, W_k, v)
     context = torch.zeros(keys.shape[0], keys.shape[2], dtype=torch.float64)
     for j in range(keys.shape[1]):
         context = context + weights[:, j, None] * keys[:, j]
@@ -377,47 +302,33 @@ def _(query, keys, mask, W_q, W_k, v):
 # -------------------------------------------------------------------------------- exact_match
 
 
-@bug("exact_match", "whole_rows", "compares the whole padded rows, so anything after </s> counts")
-def _(predicted, target, eos):
+def _exact(predicted, target, eos, *, cut=lambda row, gold, eos: gold.index(eos) + 1, share=True):
+    """The right score, comparing each row up to ``cut(row, gold, eos)`` (None: the whole
+    row); ``share`` False: the number of rows that match."""
     hits = 0
     for row, gold in zip(predicted.tolist(), target.tolist()):
-        hits += row == gold
-    return hits / len(target)
+        end = cut(row, gold, eos)
+        hits += row[:end] == gold[:end]
+    return hits / len(target) if share else float(hits)
 
 
-@bug(
-    "exact_match",
+_exact_bug = bug.variants("exact_match", _exact, like=seq2seq.exact_match)
+_exact_bug(
+    "whole_rows",
+    "compares the whole padded rows, so anything after </s> counts",
+    cut=lambda row, gold, eos: None,
+)
+_exact_bug(
     "stops_before_eos",
     "compares the digits before the target's </s> only: a missing </s> goes unnoticed",
+    cut=lambda row, gold, eos: gold.index(eos),
 )
-def _(predicted, target, eos):
-    hits = 0
-    for row, gold in zip(predicted.tolist(), target.tolist()):
-        end = gold.index(eos)
-        hits += row[:end] == gold[:end]
-    return hits / len(target)
-
-
-@bug(
-    "exact_match",
+_exact_bug(
     "predicted_eos",
     "cuts both rows at the PREDICTION's first </s> (or its end): a translation cut short counts as right",
+    cut=lambda row, gold, eos: row.index(eos) + 1 if eos in row else len(row),
 )
-def _(predicted, target, eos):
-    hits = 0
-    for row, gold in zip(predicted.tolist(), target.tolist()):
-        end = row.index(eos) + 1 if eos in row else len(row)
-        hits += row[:end] == gold[:end]
-    return hits / len(target)
-
-
-@bug("exact_match", "count_not_share", "returns the number of matching rows, not their share")
-def _(predicted, target, eos):
-    hits = 0
-    for row, gold in zip(predicted.tolist(), target.tolist()):
-        end = gold.index(eos) + 1
-        hits += row[:end] == gold[:end]
-    return float(hits)
+_exact_bug("count_not_share", "returns the number of matching rows, not their share", share=False)
 
 
 @bug(

@@ -16,12 +16,15 @@ import math
 import numpy as np
 import torch
 
+from mini_llm import self_attention
+
 from ._registry import new_registry
 
 REFERENCE = ("mini_llm.self_attention",)
 """the mini_llm modules that hold the reference of each graded part"""
 
 BUGS, ALTERNATIVES, bug, correct = new_registry()
+derived = bug.derived
 
 
 def _masked_softmax_rows(scores, mask):
@@ -38,6 +41,11 @@ def _scores(q, k):
     return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
 
 
+def _reversed_axes(t):
+    """What ``.T`` does to a tensor of any number of axes."""
+    return t.permute(*reversed(range(t.dim())))
+
+
 def _filled_softmax(scores, mask, fill, dim=-1):
     """Masked scores set to ``fill``, then a plain softmax over ``dim``."""
     if mask is not None:
@@ -48,97 +56,76 @@ def _filled_softmax(scores, mask, fill, dim=-1):
 # ----------------------------------------------------------------- scaled_dot_product_attention
 
 
-@bug("scaled_dot_product_attention", "no_scaling", "the scores are not divided by sqrt(d_k)")
-def _(q, k, v, mask=None):
-    weights = _masked_softmax_rows(q @ k.transpose(-2, -1), mask)
+def _sdpa(q, k, v, mask=None, *, scores=_scores, weigh=_masked_softmax_rows):
+    """Right attention in two steps a bug changes one of: ``scores(q, k)`` and the weights
+    ``weigh(scores, mask)``."""
+    weights = weigh(scores(q, k), mask)
     return weights @ v, weights
 
 
-@bug(
-    "scaled_dot_product_attention",
-    "divide_by_d_k",
-    "the scores are divided by d_k instead of sqrt(d_k)",
-)
-def _(q, k, v, mask=None):
-    weights = _masked_softmax_rows(q @ k.transpose(-2, -1) / q.shape[-1], mask)
-    return weights @ v, weights
-
-
-@bug(
-    "scaled_dot_product_attention",
-    "softmax_over_queries",
-    "softmax over dim=-2 (the queries) instead of the keys",
-)
-def _(q, k, v, mask=None):
-    weights = _filled_softmax(_scores(q, k), mask, -1e9, dim=-2)
-    return weights @ v, weights
-
-
-@bug(
-    "scaled_dot_product_attention",
-    "mask_inverted",
-    "masked_fill(mask, -inf): the allowed positions are the ones removed",
-)
-def _(q, k, v, mask=None):
-    weights = _masked_softmax_rows(_scores(q, k), None if mask is None else ~mask)
-    return weights @ v, weights
-
-
-@bug(
-    "scaled_dot_product_attention",
-    "mask_after_softmax",
-    "softmax of all scores, then multiplied by the mask: rows no longer sum to 1",
-)
-def _(q, k, v, mask=None):
-    weights = torch.softmax(_scores(q, k), dim=-1)
+def _softmax_then_mask(scores, mask):
+    weights = torch.softmax(scores, dim=-1)
     if mask is not None:
         weights = weights * mask
-    return weights @ v, weights
+    return weights
 
 
-@bug(
-    "scaled_dot_product_attention",
-    "minus_1e9_fill",
-    "masked scores set to -1e9: a fully masked row spreads its weight over the forbidden keys",
-)
-def _(q, k, v, mask=None):
-    weights = _filled_softmax(_scores(q, k), mask, -1e9)
-    return weights @ v, weights
-
-
-@bug(
-    "scaled_dot_product_attention",
-    "nan_on_empty_row",
-    "masked scores set to -inf with nothing else: a fully masked row is nan",
-)
-def _(q, k, v, mask=None):
-    weights = _filled_softmax(_scores(q, k), mask, float("-inf"))
-    return weights @ v, weights
-
-
-@bug(
-    "scaled_dot_product_attention",
-    "exp_without_max",
-    "softmax by hand without subtracting the row maximum: overflows",
-)
-def _(q, k, v, mask=None):
-    e = torch.exp(_scores(q, k))
+def _exp_without_max(scores, mask):
+    e = torch.exp(scores)
     if mask is not None:
         e = e * mask
     total = e.sum(dim=-1, keepdim=True)
-    weights = torch.where(total > 0, e / total, 0.0)
-    return weights @ v, weights
+    return torch.where(total > 0, e / total, 0.0)
 
 
-@bug(
-    "scaled_dot_product_attention",
+_sdpa_bug = bug.variants(
+    "scaled_dot_product_attention", _sdpa, like=self_attention.scaled_dot_product_attention
+)
+_sdpa_bug(
+    "no_scaling",
+    "the scores are not divided by sqrt(d_k)",
+    scores=lambda q, k: q @ k.transpose(-2, -1),
+)
+_sdpa_bug(
+    "divide_by_d_k",
+    "the scores are divided by d_k instead of sqrt(d_k)",
+    scores=lambda q, k: q @ k.transpose(-2, -1) / q.shape[-1],
+)
+_sdpa_bug(
+    "softmax_over_queries",
+    "softmax over dim=-2 (the queries) instead of the keys",
+    weigh=lambda scores, mask: _filled_softmax(scores, mask, -1e9, dim=-2),
+)
+_sdpa_bug(
+    "mask_inverted",
+    "masked_fill(mask, -inf): the allowed positions are the ones removed",
+    mask=derived(lambda a: None if a.mask is None else ~a.mask),
+)
+_sdpa_bug(
+    "mask_after_softmax",
+    "softmax of all scores, then multiplied by the mask: rows no longer sum to 1",
+    weigh=_softmax_then_mask,
+)
+_sdpa_bug(
+    "minus_1e9_fill",
+    "masked scores set to -1e9: a fully masked row spreads its weight over the forbidden keys",
+    weigh=lambda scores, mask: _filled_softmax(scores, mask, -1e9),
+)
+_sdpa_bug(
+    "nan_on_empty_row",
+    "masked scores set to -inf with nothing else: a fully masked row is nan",
+    weigh=lambda scores, mask: _filled_softmax(scores, mask, float("-inf")),
+)
+_sdpa_bug(
+    "exp_without_max",
+    "softmax by hand without subtracting the row maximum: overflows",
+    weigh=_exp_without_max,
+)
+_sdpa_bug(
     "k_dot_T",
     "q @ k.T: only right for 2-D inputs (.T reverses every axis)",
+    scores=lambda q, k: q @ _reversed_axes(k) / math.sqrt(q.shape[-1]),
 )
-def _(q, k, v, mask=None):
-    key_axes_reversed = k.permute(*reversed(range(k.dim())))  # what .T does
-    weights = _masked_softmax_rows(q @ key_axes_reversed / math.sqrt(q.shape[-1]), mask)
-    return weights @ v, weights
 
 
 def _attention(q, k, v, mask=None, scale=None):
@@ -163,14 +150,14 @@ def _(q, k, v, mask=None):
     return _attention(q, k, v, mask, scale=1.0)
 
 
-@bug(
+bug.variant(
     "scaled_dot_product_attention",
     "squeezed",
     "outputs .squeeze()d: a batch of one or a single query loses its axes",
+    _attention,
+    like=self_attention.scaled_dot_product_attention,
+    returns=lambda out_weights, a: tuple(t.squeeze() for t in out_weights),
 )
-def _(q, k, v, mask=None):
-    out, weights = _attention(q, k, v, mask)
-    return out.squeeze(), weights.squeeze()
 
 
 @bug(
@@ -206,20 +193,25 @@ def _with_padding(allowed, size, padding, combine):
     return combine(allowed, padding)
 
 
-@bug("causal_mask", "wrong_direction", "triu: each query sees the future and not the past")
-def _(size, padding=None):
-    allowed = torch.ones(size, size, dtype=torch.bool).triu()
-    return _with_padding(allowed, size, padding, lambda a, p: a & p[:, None, :])
+def _with_key_padding(allowed, padding):
+    return allowed & padding[:, None, :]
 
 
-@bug(
-    "causal_mask",
+def _causal(size, padding=None, *, future=False, dtype=torch.bool, combine=_with_key_padding):
+    """The right mask; knobs: the ``future`` seen instead of the past, the ``dtype`` of the
+    (size, size) mask and how it is combined with the padding (``combine(mask, padding)``)."""
+    ones = torch.ones(size, size, dtype=dtype)
+    allowed = ones.triu() if future else ones.tril()
+    return _with_padding(allowed, size, padding, combine)
+
+
+_causal_bug = bug.variants("causal_mask", _causal, like=self_attention.causal_mask)
+_causal_bug("wrong_direction", "triu: each query sees the future and not the past", future=True)
+_causal_bug(
     "padding_on_queries",
     "padding[:, :, None]: the padded queries are hidden instead of the padded keys",
+    combine=lambda a, p: a & p[:, :, None],
 )
-def _(size, padding=None):
-    allowed = torch.ones(size, size, dtype=torch.bool).tril()
-    return _with_padding(allowed, size, padding, lambda a, p: a & p[:, :, None])
 
 
 @bug("causal_mask", "padding_ignored", "the padding argument is accepted and ignored")
@@ -229,36 +221,27 @@ def _(size, padding=None):
     return torch.ones(size, size, dtype=torch.bool).tril()
 
 
-@bug("causal_mask", "float_mask", "a float 0/1 mask: ~mask and masked_fill need bools")
-def _(size, padding=None):
-    allowed = torch.ones(size, size).tril()
-    return _with_padding(allowed, size, padding, lambda a, p: a * p[:, None, :])
-
-
-@bug("causal_mask", "padding_or", "causal OR padding: a real key in the future becomes visible")
-def _(size, padding=None):
-    allowed = torch.ones(size, size, dtype=torch.bool).tril()
-    return _with_padding(allowed, size, padding, lambda a, p: a | p[:, None, :])
-
-
-@bug(
-    "causal_mask",
+_causal_bug(
+    "float_mask",
+    "a float 0/1 mask: ~mask and masked_fill need bools",
+    dtype=None,
+    combine=lambda a, p: a * p[:, None, :],
+)
+_causal_bug(
+    "padding_or",
+    "causal OR padding: a real key in the future becomes visible",
+    combine=lambda a, p: a | p[:, None, :],
+)
+_causal_bug(
     "squeezed",
     "(tril & padding[:, None, :]).squeeze(): a batch of one loses its batch axis",
+    combine=lambda a, p: (a & p[:, None, :]).squeeze(),
 )
-def _(size, padding=None):
-    allowed = torch.ones(size, size, dtype=torch.bool).tril()
-    return _with_padding(allowed, size, padding, lambda a, p: (a & p[:, None, :]).squeeze())
-
-
-@bug(
-    "causal_mask",
+_causal_bug(
     "unsqueezes_padding_in_place",
     "padding.unsqueeze_(1): the right mask, and the caller's padding becomes (B, 1, size)",
+    combine=lambda a, p: a & p.unsqueeze_(1),
 )
-def _(size, padding=None):
-    allowed = torch.ones(size, size, dtype=torch.bool).tril()
-    return _with_padding(allowed, size, padding, lambda a, p: a & p.unsqueeze_(1))
 
 
 @bug(
@@ -268,47 +251,42 @@ def _(size, padding=None):
 )
 def _(size, padding=None):
     allowed = torch.tensor([[s <= t for s in range(size)] for t in range(size)])
-    return _with_padding(allowed, size, padding, lambda a, p: a & p[:, None, :])
+    return _with_padding(allowed, size, padding, _with_key_padding)
 
 
 # --------------------------------------------------------------------------------- split_heads
 
 
-@bug(
-    "split_heads",
+def _split_checked(x, n_heads):
+    """(..., T, H, d/H), the features split but the axes not yet swapped; ValueError if d % H."""
+    if x.shape[-1] % n_heads:
+        raise ValueError(x.shape[-1])
+    return x.reshape(*x.shape[:-1], n_heads, x.shape[-1] // n_heads)
+
+
+def _heads(x, n_heads, *, arrange=lambda x, n: _split_checked(x, n).transpose(-3, -2)):
+    """The right split (ValueError if d % H), made by ``arrange(x, n_heads)``."""
+    if x.shape[-1] % n_heads:
+        raise ValueError(x.shape[-1])
+    return arrange(x, n_heads)
+
+
+_heads_bug = bug.variants("split_heads", _heads, like=self_attention.split_heads)
+_heads_bug(
     "view_without_transpose",
     "x.reshape(..., H, T, d/H) straight away: the right shape, the sequence cut into pieces",
+    arrange=lambda x, n: x.reshape(*x.shape[:-2], n, x.shape[-2], x.shape[-1] // n),
 )
-def _(x, n_heads):
-    *batch, T, d = x.shape
-    if d % n_heads:
-        raise ValueError(d)
-    return x.reshape(*batch, n_heads, T, d // n_heads)
-
-
-@bug(
-    "split_heads",
+_heads_bug(
     "interleaved_heads",
     "reshape to (..., T, d/H, H): head h gets every H-th feature",
+    arrange=lambda x, n: x.reshape(*x.shape[:-1], x.shape[-1] // n, n).movedim(-1, -3),
 )
-def _(x, n_heads):
-    *batch, T, d = x.shape
-    if d % n_heads:
-        raise ValueError(d)
-    return x.reshape(*batch, T, d // n_heads, n_heads).movedim(-1, -3)
-
-
-@bug(
-    "split_heads",
+_heads_bug(
     "whole_array_transposed",
     "the split array transposed as a whole (.T): every axis reversed",
+    arrange=lambda x, n: _reversed_axes(_split_checked(x, n)),
 )
-def _(x, n_heads):
-    *batch, T, d = x.shape
-    if d % n_heads:
-        raise ValueError(d)
-    split = x.reshape(*batch, T, n_heads, d // n_heads)
-    return split.permute(*reversed(range(split.dim())))
 
 
 @bug(
@@ -322,13 +300,6 @@ def _(x, n_heads):
     return x[..., : n_heads * width].reshape(*batch, T, n_heads, width).transpose(-3, -2)
 
 
-def _split_checked(x, n_heads):
-    """(..., T, H, d/H), the features split but the axes not yet swapped; ValueError if d % H."""
-    if x.shape[-1] % n_heads:
-        raise ValueError(x.shape[-1])
-    return x.reshape(*x.shape[:-1], n_heads, x.shape[-1] // n_heads)
-
-
 @bug(
     "split_heads",
     "width_minus_one",
@@ -340,13 +311,11 @@ def _(x, n_heads):
     return x.view(*x.shape[:-1], n_heads, -1).transpose(-3, -2)
 
 
-@bug(
-    "split_heads",
+_heads_bug(
     "float_result",
     "a .float() at the end 'to be safe': float64 in, float32 out",
+    returns=lambda heads, a: heads.float(),
 )
-def _(x, n_heads):
-    return _split_checked(x, n_heads).transpose(-3, -2).float()
 
 
 @bug(
@@ -362,35 +331,31 @@ def _(x, n_heads):
 # ------------------------------------------------------------------ sinusoidal_positional_encoding
 
 
-def _table(max_len, d_model, angle_of_column, even=torch.sin, odd=torch.cos):
+def _angle(p, j, d):
+    return p / 10000 ** (2 * (j // 2) / d)
+
+
+def _table(max_len, d_model, angle_of_column=_angle, even=torch.sin, odd=torch.cos):
     p = torch.arange(max_len, dtype=torch.float64)[:, None]
     columns = torch.arange(d_model, dtype=torch.float64)
     angles = angle_of_column(p, columns, d_model)
     return torch.where(columns.long() % 2 == 0, even(angles), odd(angles))
 
 
-@bug(
-    "sinusoidal_positional_encoding",
+_table_bug = bug.variants(
+    "sinusoidal_positional_encoding", _table, like=self_attention.sinusoidal_positional_encoding
+)
+_table_bug(
     "exponent_i_over_d",
     "exponent j/d for column j instead of 2*floor(j/2)/d: sin and cos of a pair at different frequencies",
+    angle_of_column=lambda p, j, d: p / 10000 ** (j / d),
 )
-def _(max_len, d_model):
-    return _table(max_len, d_model, lambda p, j, d: p / 10000 ** (j / d))
-
-
-@bug(
-    "sinusoidal_positional_encoding",
+_table_bug(
     "sin_cos_swapped",
     "cos in the even columns, sin in the odd ones",
+    even=torch.cos,
+    odd=torch.sin,
 )
-def _(max_len, d_model):
-    return _table(
-        max_len,
-        d_model,
-        lambda p, j, d: p / 10000 ** (2 * (j // 2) / d),
-        even=torch.cos,
-        odd=torch.sin,
-    )
 
 
 @bug(
@@ -405,13 +370,11 @@ def _(max_len, d_model):
     return torch.cat([torch.sin(angles), torch.cos(angles[:, : d_model - half])], dim=1)
 
 
-@bug(
-    "sinusoidal_positional_encoding",
+_table_bug(
     "power_not_divided",
     "p * 10000^(2i/d): the frequencies grow instead of shrinking",
+    angle_of_column=lambda p, j, d: p * 10000 ** (2 * (j // 2) / d),
 )
-def _(max_len, d_model):
-    return _table(max_len, d_model, lambda p, j, d: p * 10000 ** (2 * (j // 2) / d))
 
 
 @bug(
@@ -441,13 +404,11 @@ def _(max_len, d_model):
     return torch.tensor(rows)
 
 
-@bug(
-    "sinusoidal_positional_encoding",
+_table_bug(
     "integer_exponent",
     "2 * (j // 2) // d_model: integer division makes every exponent 0, every frequency 1",
+    angle_of_column=lambda p, j, d: p / 10000 ** ((2 * (j // 2)) // d),
 )
-def _(max_len, d_model):
-    return _table(max_len, d_model, lambda p, j, d: p / 10000 ** ((2 * (j // 2)) // d))
 
 
 # ------------------------------------------------------------------------------ alternatives

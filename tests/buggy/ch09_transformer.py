@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mini_llm import transformer
 from mini_llm.self_attention import multi_head_attention
 
 from ._registry import new_registry
@@ -25,26 +26,33 @@ REFERENCE = ("mini_llm.transformer",)
 """the mini_llm modules that hold the reference of each graded part"""
 
 BUGS, ALTERNATIVES, bug, correct = new_registry()
+derived = bug.derived
 
 
 # ------------------------------------------------------------------------------------ layer_norm
 
 
-def _normalised(x, mean, variance, gamma, beta, eps):
+def _layer_norm(x, gamma, beta, eps=1e-5, *, dim=-1):
+    """The right LayerNorm (without the reference's check of the shapes), over ``dim``."""
+    mean = x.mean(dim=dim, keepdim=True)
+    variance = ((x - mean) ** 2).mean(dim=dim, keepdim=True)
     return gamma * (x - mean) / torch.sqrt(variance + eps) + beta
 
 
-@bug("layer_norm", "wrong_axis", "mean and variance over the positions (dim=-2), not the features")
-def _(x, gamma, beta, eps=1e-5):
-    mean = x.mean(dim=-2, keepdim=True)
-    variance = ((x - mean) ** 2).mean(dim=-2, keepdim=True)
-    return _normalised(x, mean, variance, gamma, beta, eps)
+bug.variant(
+    "layer_norm",
+    "wrong_axis",
+    "mean and variance over the positions (dim=-2), not the features",
+    _layer_norm,
+    like=transformer.layer_norm,
+    dim=-2,
+)
 
 
 @bug("layer_norm", "unbiased_variance", "x.var(-1) divides by d - 1 (unbiased), not by d")
 def _(x, gamma, beta, eps=1e-5):
     mean = x.mean(dim=-1, keepdim=True)
-    return _normalised(x, mean, x.var(dim=-1, keepdim=True), gamma, beta, eps)
+    return gamma * (x - mean) / torch.sqrt(x.var(dim=-1, keepdim=True) + eps) + beta
 
 
 @bug("layer_norm", "eps_outside_sqrt", "(x - mean) / (sqrt(var) + eps): eps outside the root")
@@ -54,11 +62,15 @@ def _(x, gamma, beta, eps=1e-5):
     return gamma * (x - mean) / (std + eps) + beta
 
 
-@bug("layer_norm", "no_gain_bias", "gamma and beta are ignored")
-def _(x, gamma, beta, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-    return (x - mean) / torch.sqrt(variance + eps)
+bug.variant(
+    "layer_norm",
+    "no_gain_bias",
+    "gamma and beta are ignored",
+    _layer_norm,
+    like=transformer.layer_norm,
+    gamma=1.0,
+    beta=0.0,
+)
 
 
 @bug("layer_norm", "centres_x_in_place", "x -= mean: right result, the caller's x is centred too")
@@ -75,15 +87,14 @@ def _(x, gamma, beta, eps=1e-5):
     return torch.from_numpy(normed) * gamma.detach() + beta.detach()
 
 
-@bug(
+bug.variant(
     "layer_norm",
     "float64_eps",
     "eps as a float64 tensor of shape (1,): float32 x comes out float64",
+    _layer_norm,
+    like=transformer.layer_norm,
+    eps=derived(lambda a: torch.tensor([a.eps], dtype=torch.float64)),
 )
-def _(x, gamma, beta, eps=1e-5):
-    mean = x.mean(dim=-1, keepdim=True)
-    variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-    return _normalised(x, mean, variance, gamma, beta, torch.tensor([eps], dtype=torch.float64))
 
 
 # ---------------------------------------------------------------------------------- feed_forward
@@ -139,10 +150,30 @@ def _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask):
     return norm, attend
 
 
-def _right(x, source, parts, norm_first):
-    """The correct sub-layer, from the norm and attention of ``_parts``."""
-    norm, attend = parts
+def _sublayer(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask, norm_first, *, body):
+    """``body(x, source, norm, attend, norm_first)``, given the sub-layer's LayerNorm
+    ``norm(h)`` and attention ``attend(h, source)`` (``_parts``)."""
+    return body(x, source, *_parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask), norm_first)
+
+
+def _right(x, source, norm, attend, norm_first):
+    """The correct sub-layer, from its norm and attention."""
     return x + attend(norm(x), source) if norm_first else norm(x + attend(x, source))
+
+
+_sublayer_variant = bug.variants(
+    "attention_sublayer", _sublayer, like=transformer.attention_sublayer
+)
+
+
+def _sublayer_bug(bug_id, description):
+    """Register the decorated ``body`` (see ``_sublayer``) as a buggy attention_sublayer."""
+
+    def register(body):
+        _sublayer_variant(bug_id, description, body=body)
+        return body
+
+    return register
 
 
 @bug(
@@ -164,108 +195,92 @@ def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first
     return x + attend(norm(x)) if norm_first else norm(x + attend(x))
 
 
-@bug(
-    "attention_sublayer",
+_sublayer_variant(
     "cross_all_from_decoder",
     "cross-attention computed as self-attention: source is never used",
+    body=_right,
+    source=None,
+    mask=None,
 )
-def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
-    norm, attend = _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, None)
-    return x + attend(norm(x), None) if norm_first else norm(x + attend(x, None))
 
 
-@bug(
-    "attention_sublayer",
+@_sublayer_bug(
     "pre_ln_residual_after_norm",
     "pre-LN adds the output to LN(x) instead of x: LN(x) + MHA(LN(x))",
 )
-def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
-    norm, attend = _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask)
+def _(x, source, norm, attend, norm_first):
     if norm_first:
         h = norm(x)
         return h + attend(h, source)
     return norm(x + attend(x, source))
 
 
-@bug(
-    "attention_sublayer",
+@_sublayer_bug(
     "post_ln_norm_inside_residual",
     "post-LN written as x + LN(MHA(x)): the norm is applied to the sub-layer only",
 )
-def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
-    norm, attend = _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask)
+def _(x, source, norm, attend, norm_first):
     return x + attend(norm(x), source) if norm_first else x + norm(attend(x, source))
 
 
-@bug(
-    "attention_sublayer",
+@_sublayer_bug(
     "pre_ln_normalises_the_source",
     "pre-LN also passes the encoder's output through this sub-layer's LayerNorm",
 )
-def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
-    norm, attend = _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask)
+def _(x, source, norm, attend, norm_first):
     if norm_first:
         return x + attend(norm(x), None if source is None else norm(source))
     return norm(x + attend(x, source))
 
 
-@bug(
-    "attention_sublayer",
+@_sublayer_bug(
     "residual_in_place",
     "pre-LN as x += MHA(LN(x)): the right output, and the caller's x changes too",
 )
-def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
-    norm, attend = _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask)
+def _(x, source, norm, attend, norm_first):
     if norm_first:
         x += attend(norm(x), source)
         return x
     return norm(x + attend(x, source))
 
 
-@bug(
-    "attention_sublayer",
+@_sublayer_bug(
     "under_no_grad",
     "the whole sub-layer inside torch.no_grad() (copied from an evaluation loop): no gradient",
 )
-def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+def _(x, source, norm, attend, norm_first):
     with torch.no_grad():
-        return _right(x, source, _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask), norm_first)
+        return _right(x, source, norm, attend, norm_first)
 
 
-@bug(
-    "attention_sublayer",
-    "float32_buffer",
-    "the result copied into torch.zeros(x.shape): float64 in, float32 out",
+@_sublayer_bug(
+    "float32_buffer", "the result copied into torch.zeros(x.shape): float64 in, float32 out"
 )
-def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+def _(x, source, norm, attend, norm_first):
     out = torch.zeros(x.shape)
-    out[:] = _right(x, source, _parts(W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask), norm_first)
+    out[:] = _right(x, source, norm, attend, norm_first)
     return out
 
 
 # ---------------------------------------------------------------------------- noam_learning_rate
 
 
-@bug("noam_learning_rate", "step_plus_one", "warm-up off by one: step + 1 used (counted from 0)")
-def _(step, d_model, warmup):
+def _noam(step, d_model, warmup, *, offset=0, warm_offset=0, exponent=-1.5, pick=min):
+    """The schedule with its checks; knobs: ``offset`` added to the step after the checks,
+    ``warm_offset`` to the step of the warm-up term only, the warm-up term's ``exponent`` and
+    the function that ``pick``s one of the two terms."""
     if step < 1 or d_model < 1 or warmup < 1:
         raise ValueError("step, d_model and warmup must be >= 1")
-    step = step + 1
-    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+    step = step + offset
+    return d_model**-0.5 * pick(step**-0.5, (step + warm_offset) * warmup**exponent)
 
 
-@bug("noam_learning_rate", "step_minus_one", "warm-up off by one: the rate of step 1 is 0")
-def _(step, d_model, warmup):
-    if step < 1 or d_model < 1 or warmup < 1:
-        raise ValueError("step, d_model and warmup must be >= 1")
-    return d_model**-0.5 * min(step**-0.5, (step - 1) * warmup**-1.5)
+_noam_bug = bug.variants("noam_learning_rate", _noam, like=transformer.noam_learning_rate)
 
 
-@bug("noam_learning_rate", "warmup_exponent", "warm-up term step · warmup^-0.5 (not ^-1.5)")
-def _(step, d_model, warmup):
-    if step < 1 or d_model < 1 or warmup < 1:
-        raise ValueError("step, d_model and warmup must be >= 1")
-    return d_model**-0.5 * min(step**-0.5, step * warmup**-0.5)
+_noam_bug("step_plus_one", "warm-up off by one: step + 1 used (counted from 0)", offset=1)
+_noam_bug("step_minus_one", "warm-up off by one: the rate of step 1 is 0", warm_offset=-1)
+_noam_bug("warmup_exponent", "warm-up term step · warmup^-0.5 (not ^-1.5)", exponent=-0.5)
 
 
 @bug("noam_learning_rate", "no_error_at_zero", "step 0 gives 0.0 instead of an error")
@@ -286,11 +301,7 @@ def _(step, d_model, warmup):
     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-@bug("noam_learning_rate", "max_not_min", "max() of the two terms: the rate starts huge")
-def _(step, d_model, warmup):
-    if step < 1 or d_model < 1 or warmup < 1:
-        raise ValueError("step, d_model and warmup must be >= 1")
-    return d_model**-0.5 * max(step**-0.5, step * warmup**-1.5)
+_noam_bug("max_not_min", "max() of the two terms: the rate starts huge", pick=max)
 
 
 # ------------------------------------------------------------------- transformer_parameter_count
@@ -298,194 +309,72 @@ def _(step, d_model, warmup):
 
 def _count(
     vocab_size,
-    d,
+    d_model,
     d_ff,
-    enc,
-    dec,
-    target,
-    cross,
-    positions,
-    finals,
+    encoder_layers,
+    decoder_layers,
     *,
+    target_vocab_size=None,
+    cross_attention=True,
+    learned_positions=0,
+    final_norms=0,
     attention=None,
+    ffn=None,
     norm=None,
-    decoder_norms=3,
 ):
-    attention = 4 * d * d + 4 * d if attention is None else attention
-    norm = 2 * d if norm is None else norm
-    ffn = 2 * d * d_ff + d_ff + d
-    encoder_layer = attention + ffn + 2 * norm
-    decoder_layer = (
-        2 * attention + ffn + decoder_norms * norm if cross else attention + ffn + 2 * norm
-    )
-    return (
-        (vocab_size + (target or 0) + positions) * d
-        + enc * encoder_layer
-        + dec * decoder_layer
-        + finals * norm
-    )
-
-
-@bug("transformer_parameter_count", "no_biases", "attention and feed-forward biases left out")
-def _(
-    vocab_size,
-    d_model,
-    d_ff,
-    encoder_layers,
-    decoder_layers,
-    *,
-    target_vocab_size=None,
-    cross_attention=True,
-    learned_positions=0,
-    final_norms=0,
-):
+    """The right count (without the reference's checks of the sizes), with the sizes of an
+    attention, a feed-forward network and a LayerNorm as knobs for the bugs below."""
     d = d_model
-    full = _count(
-        vocab_size,
-        d,
-        d_ff,
-        encoder_layers,
-        decoder_layers,
-        target_vocab_size,
-        cross_attention,
-        learned_positions,
-        final_norms,
-    )
-    attentions = encoder_layers + decoder_layers * (2 if cross_attention else 1)
-    return full - attentions * 4 * d - (encoder_layers + decoder_layers) * (d_ff + d)
-
-
-@bug("transformer_parameter_count", "norm_d_not_2d", "a LayerNorm counted as d, not 2d")
-def _(
-    vocab_size,
-    d_model,
-    d_ff,
-    encoder_layers,
-    decoder_layers,
-    *,
-    target_vocab_size=None,
-    cross_attention=True,
-    learned_positions=0,
-    final_norms=0,
-):
-    return _count(
-        vocab_size,
-        d_model,
-        d_ff,
-        encoder_layers,
-        decoder_layers,
-        target_vocab_size,
-        cross_attention,
-        learned_positions,
-        final_norms,
-        norm=d_model,
+    attention = 4 * d * d + 4 * d if attention is None else attention
+    ffn = 2 * d * d_ff + d_ff + d if ffn is None else ffn
+    norm = 2 * d if norm is None else norm
+    encoder_layer = attention + ffn + 2 * norm
+    decoder_layer = 2 * attention + ffn + 3 * norm if cross_attention else encoder_layer
+    return (
+        (vocab_size + (target_vocab_size or 0) + learned_positions) * d
+        + encoder_layers * encoder_layer
+        + decoder_layers * decoder_layer
+        + final_norms * norm
     )
 
 
-@bug("transformer_parameter_count", "no_cross_attention", "decoder layers counted like encoders")
-def _(
-    vocab_size,
-    d_model,
-    d_ff,
-    encoder_layers,
-    decoder_layers,
-    *,
-    target_vocab_size=None,
-    cross_attention=True,
-    learned_positions=0,
-    final_norms=0,
-):
-    return _count(
-        vocab_size,
-        d_model,
-        d_ff,
-        encoder_layers,
-        decoder_layers,
-        target_vocab_size,
-        False,
-        learned_positions,
-        final_norms,
-    )
-
-
-@bug("transformer_parameter_count", "untied_output", "a separate output matrix (V x d) counted")
-def _(
-    vocab_size,
-    d_model,
-    d_ff,
-    encoder_layers,
-    decoder_layers,
-    *,
-    target_vocab_size=None,
-    cross_attention=True,
-    learned_positions=0,
-    final_norms=0,
-):
-    output = (target_vocab_size or vocab_size) * d_model
-    return output + _count(
-        vocab_size,
-        d_model,
-        d_ff,
-        encoder_layers,
-        decoder_layers,
-        target_vocab_size,
-        cross_attention,
-        learned_positions,
-        final_norms,
-    )
-
-
-def _miscounted(bug_id, description, count):
-    """Register a transformer_parameter_count that returns ``count`` of its arguments, in the
-    order of ``_count``: vocab, d, d_ff, encoder and decoder layers, target, cross, positions,
-    final norms."""
-
-    def transformer_parameter_count(
-        vocab_size,
-        d_model,
-        d_ff,
-        encoder_layers,
-        decoder_layers,
-        *,
-        target_vocab_size=None,
-        cross_attention=True,
-        learned_positions=0,
-        final_norms=0,
-    ):
-        return count(
-            vocab_size,
-            d_model,
-            d_ff,
-            encoder_layers,
-            decoder_layers,
-            target_vocab_size,
-            cross_attention,
-            learned_positions,
-            final_norms,
-        )
-
-    bug("transformer_parameter_count", bug_id, description)(transformer_parameter_count)
+_miscounted = bug.variants(
+    "transformer_parameter_count", _count, like=transformer.transformer_parameter_count
+)
 
 
 _miscounted(
+    "no_biases",
+    "attention and feed-forward biases left out",
+    attention=derived(lambda a: 4 * a.d_model * a.d_model),
+    ffn=derived(lambda a: 2 * a.d_model * a.d_ff),
+)
+_miscounted("norm_d_not_2d", "a LayerNorm counted as d, not 2d", norm=derived(lambda a: a.d_model))
+_miscounted("no_cross_attention", "decoder layers counted like encoders", cross_attention=False)
+_miscounted(
+    "untied_output",
+    "a separate output matrix (V x d) counted",
+    returns=lambda n, a: n + (a.target_vocab_size or a.vocab_size) * a.d_model,
+)
+_miscounted(
     "float_result",
     "the count computed in floating point (d_model ** 2.0, d_ff / 1): a float back, not an int",
-    lambda *sizes: float(_count(*sizes)),
+    returns=lambda n, a: float(n),
 )
 _miscounted(
     "target_defaults_to_source",
     "target_vocab_size=None read as a second table of vocab_size rows",
-    lambda v, d, f, e, n, t, c, p, k: _count(v, d, f, e, n, t or v, c, p, k),
+    target_vocab_size=derived(lambda a: a.target_vocab_size or a.vocab_size),
 )
 _miscounted(
     "three_norms_without_cross",
     "cross_attention=False drops the cross-attention but keeps its LayerNorm (three norms)",
-    lambda v, d, f, e, n, t, c, p, k: _count(v, d, f, e, n, t, c, p, k) + (0 if c else n * 2 * d),
+    returns=lambda n, a: n + (0 if a.cross_attention else a.decoder_layers * 2 * a.d_model),
 )
 _miscounted(
     "final_norms_as_flag",
     "final_norms read as yes or no: one final LayerNorm however many are asked for",
-    lambda v, d, f, e, n, t, c, p, k: _count(v, d, f, e, n, t, c, p, min(k, 1)),
+    final_norms=derived(lambda a: min(a.final_norms, 1)),
 )
 
 

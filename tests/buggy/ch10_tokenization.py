@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
+from mini_llm import bpe
 from mini_llm.bpe import count_pairs as reference_count_pairs
 from mini_llm.bpe import merge as reference_merge
 from mini_llm.bpe import pretokenize
@@ -123,34 +124,33 @@ def _train(chunks, vocab_size, pick=None, add=True, first_id=256):
     return merges
 
 
-@bug("train_bpe", "no_pretokenization", "counts pairs over the whole text: merges cross chunks")
-def _(text, vocab_size):
-    return _train([list(text.encode("utf-8"))], vocab_size)
+def _byte_chunks(text):
+    return [list(chunk.encode("utf-8")) for chunk in pretokenize(text)]
 
 
-@bug("train_bpe", "ord_not_bytes", "[ord(c) for c in chunk]: 'é' is 233, not the bytes 195 169")
-def _(text, vocab_size):
-    return _train([[ord(c) for c in chunk] for chunk in pretokenize(text)], vocab_size)
+def _bpe(text, vocab_size, *, chunks_of=_byte_chunks, **mistake):
+    """``_train`` on the chunks ``chunks_of(text)`` (the UTF-8 bytes of each pre-token)."""
+    return _train(chunks_of(text), vocab_size, **mistake)
 
 
-@bug(
-    "train_bpe", "first_seen_tie", "max(counts, key=counts.get): a tie goes to the pair seen first"
+_bpe_bug = bug.variants("train_bpe", _bpe, like=bpe.train_bpe)
+_bpe_bug(
+    "no_pretokenization",
+    "counts pairs over the whole text: merges cross chunks",
+    chunks_of=lambda text: [list(text.encode("utf-8"))],
 )
-def _(text, vocab_size):
-    chunks = [list(chunk.encode("utf-8")) for chunk in pretokenize(text)]
-    return _train(chunks, vocab_size, pick=lambda counts: max(counts, key=counts.get))
-
-
-@bug("train_bpe", "counts_overwritten", "counts.update(count_pairs(chunk)): the last chunk wins")
-def _(text, vocab_size):
-    chunks = [list(chunk.encode("utf-8")) for chunk in pretokenize(text)]
-    return _train(chunks, vocab_size, add=False)
-
-
-@bug("train_bpe", "ids_from_255", "the first new id is 255, which is already a byte")
-def _(text, vocab_size):
-    chunks = [list(chunk.encode("utf-8")) for chunk in pretokenize(text)]
-    return _train(chunks, vocab_size, first_id=255)
+_bpe_bug(
+    "ord_not_bytes",
+    "[ord(c) for c in chunk]: 'é' is 233, not the bytes 195 169",
+    chunks_of=lambda text: [[ord(c) for c in chunk] for chunk in pretokenize(text)],
+)
+_bpe_bug(
+    "first_seen_tie",
+    "max(counts, key=counts.get): a tie goes to the pair seen first",
+    pick=lambda counts: max(counts, key=counts.get),
+)
+_bpe_bug("counts_overwritten", "counts.update(count_pairs(chunk)): the last chunk wins", add=False)
+_bpe_bug("ids_from_255", "the first new id is 255, which is already a byte", first_id=255)
 
 
 # ---------------------------------------------------------------------------------------- encode
@@ -166,44 +166,57 @@ def _merge_by_rank(ids, merges):
     return ids
 
 
-@bug(
-    "encode", "frequency_order", "merges the most frequent pair of the text, not the first learned"
-)
-def _(text, merges):
-    ids = []
-    for chunk in pretokenize(text):
-        chunk_ids = list(chunk.encode("utf-8"))
-        while True:
-            counts = Counter(pair for pair in itertools.pairwise(chunk_ids) if pair in merges)
-            if not counts:
-                break
-            best = max(counts, key=counts.get)
-            chunk_ids = reference_merge(chunk_ids, best, merges[best])
-        ids += chunk_ids
+def _merge_by_frequency(ids, merges):
+    """The learned pair most frequent in ``ids`` merged first, again and again."""
+    while True:
+        counts = Counter(pair for pair in itertools.pairwise(ids) if pair in merges)
+        if not counts:
+            return ids
+        best = max(counts, key=counts.get)
+        ids = reference_merge(ids, best, merges[best])
+
+
+def _merge_once(ids, merges):
+    """One round: each learned pair of ``ids`` merged once, in the learned order."""
+    for pair in sorted(set(itertools.pairwise(ids)) & set(merges), key=merges.get):
+        ids = reference_merge(ids, pair, merges[pair])
     return ids
 
 
-@bug("encode", "no_pretokenization", "merges the whole text's bytes: merges apply across chunks")
-def _(text, merges):
-    return _merge_by_rank(list(text.encode("utf-8")), merges)
+def _encode(
+    text,
+    merges,
+    *,
+    chunks=pretokenize,
+    ids_of=lambda chunk: list(chunk.encode("utf-8")),
+    merged=_merge_by_rank,
+):
+    """The right encoding, in steps a bug changes one of: the ``chunks`` of the text, the
+    ``ids_of`` a chunk and how they are ``merged``."""
+    return [i for chunk in chunks(text) for i in merged(ids_of(chunk), merges)]
 
 
-@bug("encode", "ord_not_bytes", "ids are ord() of the characters, not their UTF-8 bytes")
-def _(text, merges):
-    return [i for chunk in pretokenize(text) for i in _merge_by_rank(list(map(ord, chunk)), merges)]
-
-
-@bug(
-    "encode", "one_pass", "stops after one round of merges: a token made of merged tokens is missed"
+_encode_bug = bug.variants("encode", _encode, like=bpe.encode)
+_encode_bug(
+    "frequency_order",
+    "merges the most frequent pair of the text, not the first learned",
+    merged=_merge_by_frequency,
 )
-def _(text, merges):
-    ids = []
-    for chunk in pretokenize(text):
-        chunk_ids = list(chunk.encode("utf-8"))
-        for pair in sorted(set(itertools.pairwise(chunk_ids)) & set(merges), key=merges.get):
-            chunk_ids = reference_merge(chunk_ids, pair, merges[pair])
-        ids += chunk_ids
-    return ids
+_encode_bug(
+    "no_pretokenization",
+    "merges the whole text's bytes: merges apply across chunks",
+    chunks=lambda text: [text],
+)
+_encode_bug(
+    "ord_not_bytes",
+    "ids are ord() of the characters, not their UTF-8 bytes",
+    ids_of=lambda chunk: list(map(ord, chunk)),
+)
+_encode_bug(
+    "one_pass",
+    "stops after one round of merges: a token made of merged tokens is missed",
+    merged=_merge_once,
+)
 
 
 # ---------------------------------------------------------------------------------------- decode
@@ -238,20 +251,24 @@ def _(ids, merges):
     )
 
 
-@bug("decode", "parts_swapped", "a merged token's bytes are its second part's, then its first's")
-def _(ids, merges):
-    table = _table(merges, swap=True)
-    return b"".join(table[i] for i in _checked(ids, table)).decode("utf-8", errors="replace")
+def _decode(ids, merges, *, swap=False, errors="replace"):
+    """The right text; knobs: a merged token's parts ``swap``ped, and the ``errors`` mode of
+    the UTF-8 decoding."""
+    table = _table(merges, swap=swap)
+    return b"".join(table[i] for i in _checked(ids, table)).decode("utf-8", errors=errors)
 
 
-@bug(
-    "decode",
+_decode_bug = bug.variants("decode", _decode, like=bpe.decode)
+_decode_bug(
+    "parts_swapped",
+    "a merged token's bytes are its second part's, then its first's",
+    swap=True,
+)
+_decode_bug(
     "ignores_bad_bytes",
     "decodes with errors='ignore': an invalid byte silently disappears",
+    errors="ignore",
 )
-def _(ids, merges):
-    table = _table(merges)
-    return b"".join(table[i] for i in _checked(ids, table)).decode("utf-8", errors="ignore")
 
 
 # ---------------------------------------------------------- correct answers written differently

@@ -16,6 +16,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from mini_llm import generate, gpt
 from mini_llm.generate import filter_logits as reference_filter
 
 from ._registry import new_registry
@@ -24,6 +25,7 @@ REFERENCE = ("mini_llm.gpt", "mini_llm.generate")
 """the mini_llm modules that hold the reference of each graded part"""
 
 BUGS, ALTERNATIVES, bug, correct = new_registry()
+derived = bug.derived
 
 
 # ---------------------------------------------------------------------- causal_attention_weights
@@ -38,37 +40,26 @@ def _masked_softmax(q, k, diagonal, scale=True):
     return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
 
 
-@bug("causal_attention_weights", "diagonal_excluded", "tril(-1): a query may not see itself")
-def _(q, k, offset=0):
-    return _masked_softmax(q, k, offset - 1)
+def _weights(q, k, offset=0, *, ahead=0, scale=True):
+    """The right weights; knobs: keys seen ``ahead`` of the query's position (-1: not even
+    its own) and the ``scale`` by 1/sqrt(d)."""
+    return _masked_softmax(q, k, offset + ahead, scale=scale)
 
 
-@bug("causal_attention_weights", "one_future_key", "tril(+1): each query sees one key ahead")
-def _(q, k, offset=0):
-    return _masked_softmax(q, k, offset + 1)
-
-
-@bug(
-    "causal_attention_weights",
+_weights_bug = bug.variants("causal_attention_weights", _weights, like=gpt.causal_attention_weights)
+_weights_bug("diagonal_excluded", "tril(-1): a query may not see itself", ahead=-1)
+_weights_bug("one_future_key", "tril(+1): each query sees one key ahead", ahead=1)
+_weights_bug(
     "offset_ignored",
     "the mask starts at the top left: new queries are treated as positions 0, 1, ...",
+    offset=0,
 )
-def _(q, k, offset=0):
-    return _masked_softmax(q, k, 0)
-
-
-@bug(
-    "causal_attention_weights",
+_weights_bug(
     "offset_minus_one",
     "cache offset off by one: the first new query is put at position offset - 1",
+    offset=derived(lambda a: max(a.offset - 1, 0)),
 )
-def _(q, k, offset=0):
-    return _masked_softmax(q, k, max(offset - 1, 0))
-
-
-@bug("causal_attention_weights", "no_scaling", "scores not divided by sqrt(d)")
-def _(q, k, offset=0):
-    return _masked_softmax(q, k, offset, scale=False)
+_weights_bug("no_scaling", "scores not divided by sqrt(d)", scale=False)
 
 
 @bug(
@@ -107,26 +98,23 @@ def _nucleus_size(logits, top_p, extra):
     return order, n_keep.clamp(max=logits.size(-1))
 
 
-@bug(
-    "filter_logits",
-    "top_p_one_too_few",
-    "top-p keeps the tokens whose cumulative mass is below p: the token that reaches p is lost",
-)
-def _(logits, top_k=None, top_p=None):
+def _filter(logits, top_k=None, top_p=None, *, extra=1):
+    """The right filter; ``extra``: the tokens kept after those below the mass top_p (1: the
+    token that reaches it)."""
     logits = _top_k(logits, top_k)
     if top_p is not None and top_p < 1.0:
-        order, n_keep = _nucleus_size(logits, top_p, 0)
+        order, n_keep = _nucleus_size(logits, top_p, extra)
         logits = _keep_first(logits, order, n_keep.clamp(min=1))
     return logits
 
 
-@bug("filter_logits", "top_p_one_too_many", "top-p keeps one token after the one that reaches p")
-def _(logits, top_k=None, top_p=None):
-    logits = _top_k(logits, top_k)
-    if top_p is not None and top_p < 1.0:
-        order, n_keep = _nucleus_size(logits, top_p, 2)
-        logits = _keep_first(logits, order, n_keep)
-    return logits
+_filter_bug = bug.variants("filter_logits", _filter, like=reference_filter)
+_filter_bug(
+    "top_p_one_too_few",
+    "top-p keeps the tokens whose cumulative mass is below p: the token that reaches p is lost",
+    extra=0,
+)
+_filter_bug("top_p_one_too_many", "top-p keeps one token after the one that reaches p", extra=2)
 
 
 @bug(
@@ -169,58 +157,51 @@ def _(logits, top_k=None, top_p=None):
 # ------------------------------------------------------------------------------------ next_token
 
 
-@bug(
-    "next_token",
+def _next(logits, temperature=1.0, top_k=None, top_p=None, generator=None, *, probs=None):
+    """The right draw; knob: the probabilities ``probs(logits, temperature, top_k, top_p)``."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    if probs is None:
+        p = F.softmax(reference_filter(logits.float() / temperature, top_k, top_p), dim=-1)
+    else:
+        p = probs(logits.float(), temperature, top_k, top_p)
+    return torch.multinomial(p, 1, generator=generator)
+
+
+_next_bug = bug.variants("next_token", _next, like=generate.next_token)
+_next_bug(
     "temperature_after_softmax",
     "the probabilities divided by the temperature: sampling renormalises, so it does nothing",
+    probs=lambda x, t, k, p: F.softmax(reference_filter(x, k, p), dim=-1) / t,
 )
-def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    probs = F.softmax(reference_filter(logits.float(), top_k, top_p), dim=-1) / temperature
-    return torch.multinomial(probs, 1, generator=generator)
-
-
-@bug("next_token", "temperature_multiplies", "logits multiplied by the temperature")
-def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    probs = F.softmax(reference_filter(logits.float() * temperature, top_k, top_p), dim=-1)
-    return torch.multinomial(probs, 1, generator=generator)
-
-
-@bug(
-    "next_token",
+_next_bug(
+    "temperature_multiplies",
+    "logits multiplied by the temperature",
+    probs=lambda x, t, k, p: F.softmax(reference_filter(x * t, k, p), dim=-1),
+)
+_next_bug(
     "filter_before_temperature",
     "top-k/top-p applied to the logits before the temperature divides them",
+    probs=lambda x, t, k, p: F.softmax(reference_filter(x, k, p) / t, dim=-1),
 )
-def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    probs = F.softmax(reference_filter(logits.float(), top_k, top_p) / temperature, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator)
-
-
-@bug("next_token", "ignores_generator", "samples with the global random state, not the generator")
-def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    probs = F.softmax(reference_filter(logits.float() / temperature, top_k, top_p), dim=-1)
-    return torch.multinomial(probs, 1)
-
-
-@bug("next_token", "ignores_filters", "top_k and top_p are never applied")
-def _(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    probs = F.softmax(logits.float() / temperature, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator)
+_next_bug(
+    "ignores_generator",
+    "samples with the global random state, not the generator",
+    generator=None,
+)
+_next_bug(
+    "ignores_filters",
+    "top_k and top_p are never applied",
+    probs=lambda x, t, k, p: F.softmax(x / t, dim=-1),
+)
 
 
 # ------------------------------------------------------------------------------- parameter_count
 
 
-def _count(V, T, L, d, *, bias=True, head=0, positions=True, final=True, norm_bias=None):
+def _count(V, T, L, d, bias=True, *, head=0, positions=True, final=True, norm_bias=None):
+    """The right count; knobs: ``head`` untied output matrices, the ``positions`` table, the
+    ``final`` LayerNorm, and LayerNorm biases (``norm_bias``; None: as ``bias`` says)."""
     norm_bias = bias if norm_bias is None else norm_bias
     norm = 2 * d if norm_bias else d
     linear_biases = 9 * d if bias else 0
@@ -228,33 +209,20 @@ def _count(V, T, L, d, *, bias=True, head=0, positions=True, final=True, norm_bi
     return V * d + head * V * d + (T * d if positions else 0) + L * block + (norm if final else 0)
 
 
-@bug("parameter_count", "untied_head", "the output layer counted as a second V x d matrix")
-def _(vocab_size, block_size, n_layer, n_embd, bias=True):
-    return _count(vocab_size, block_size, n_layer, n_embd, bias=bias, head=1)
-
-
-@bug("parameter_count", "no_positions", "the position embedding left out")
-def _(vocab_size, block_size, n_layer, n_embd, bias=True):
-    return _count(vocab_size, block_size, n_layer, n_embd, bias=bias, positions=False)
-
-
-@bug("parameter_count", "no_final_norm", "the final LayerNorm left out")
-def _(vocab_size, block_size, n_layer, n_embd, bias=True):
-    return _count(vocab_size, block_size, n_layer, n_embd, bias=bias, final=False)
-
-
-@bug(
-    "parameter_count",
+_count_bug = bug.variants("parameter_count", _count, like=gpt.parameter_count)
+_count_bug("untied_head", "the output layer counted as a second V x d matrix", head=1)
+_count_bug("no_positions", "the position embedding left out", positions=False)
+_count_bug("no_final_norm", "the final LayerNorm left out", final=False)
+_count_bug(
     "norm_biases_kept",
     "bias=False removes the Linear biases but keeps the LayerNorm biases",
+    norm_bias=True,
 )
-def _(vocab_size, block_size, n_layer, n_embd, bias=True):
-    return _count(vocab_size, block_size, n_layer, n_embd, bias=bias, norm_bias=True)
-
-
-@bug("parameter_count", "float_result", "the count computed in floating point (a float back)")
-def _(vocab_size, block_size, n_layer, n_embd, bias=True):
-    return float(_count(vocab_size, block_size, n_layer, n_embd, bias=bias))
+_count_bug(
+    "float_result",
+    "the count computed in floating point (a float back)",
+    returns=lambda n, a: float(n),
+)
 
 
 # ---------------------------------------------------------------------------------- alternatives

@@ -8,7 +8,7 @@ instead of 6·N FLOPs, attention's FLOPs forgotten, MFU as a percentage, and a p
 as a straight line in log-log space (no floor C). ``ALTERNATIVES`` (at the end) holds correct
 answers written differently, which the hidden tests must accept.
 
-The schedule's reference is ``mini_llm.engine.train.warmup_cosine_learning_rate``: the exercise calls
+The schedule's reference is ``mini_llm.engine.schedule.warmup_cosine_learning_rate``: the exercise calls
 it ``learning_rate_at`` (``RENAMED``), the name the trainer keeps for its config-taking wrapper.
 """
 
@@ -18,9 +18,12 @@ import math
 
 import numpy as np
 
+from mini_llm import flops
+from mini_llm.engine.schedule import warmup_cosine_learning_rate
+
 from ._registry import new_registry
 
-REFERENCE = ("mini_llm.engine.train", "mini_llm.flops", "mini_llm.scaling")
+REFERENCE = ("mini_llm.engine.schedule", "mini_llm.flops", "mini_llm.scaling")
 """the mini_llm modules that hold the reference of each graded part"""
 RENAMED = {"learning_rate_at": "warmup_cosine_learning_rate"}
 """exercise part -> the name of its reference in the REFERENCE modules, where they differ"""
@@ -36,94 +39,62 @@ def _cosine(step, max_lr, min_lr, start, end):
     return min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (max_lr - min_lr)
 
 
-@bug("learning_rate_at", "warmup_off_by_one", "max_lr * step / warmup: step 0 gets a rate of 0")
-def _(step, max_lr, min_lr, warmup_iters, decay_iters):
-    if step < 0 or warmup_iters < 0:
+def _rate(
+    step,
+    max_lr,
+    min_lr,
+    warmup_iters,
+    decay_iters,
+    *,
+    checked=("step", "warmup_iters"),
+    first=1,
+    cosine_from=None,
+    cosine_to=None,
+):
+    """The right schedule; knobs: what is ``checked`` for a negative value, the warm-up rate of
+    step 0 (``first`` / warmup_iters of max_lr), the step the cosine starts from (None: the end
+    of the warm-up) and the rate it falls to (None: min_lr)."""
+    if (step < 0 and "step" in checked) or (warmup_iters < 0 and "warmup_iters" in checked):
         raise ValueError("negative step")
     if step < warmup_iters:
-        return max_lr * step / warmup_iters
+        return max_lr * (step + first) / warmup_iters
     if step >= decay_iters:
         return min_lr
-    return _cosine(step, max_lr, min_lr, warmup_iters, decay_iters)
+    start = warmup_iters if cosine_from is None else cosine_from
+    return _cosine(step, max_lr, min_lr if cosine_to is None else cosine_to, start, decay_iters)
 
 
-@bug(
-    "learning_rate_at",
+_rate_bug = bug.variants("learning_rate_at", _rate, like=warmup_cosine_learning_rate)
+_rate_bug("warmup_off_by_one", "max_lr * step / warmup: step 0 gets a rate of 0", first=0)
+_rate_bug(
     "progress_from_zero",
     "progress = step / decay_iters: the cosine has not reached min_lr when it stops",
+    cosine_from=0,
 )
-def _(step, max_lr, min_lr, warmup_iters, decay_iters):
-    if step < 0 or warmup_iters < 0:
-        raise ValueError("negative step")
-    if step < warmup_iters:
-        return max_lr * (step + 1) / warmup_iters
-    if step >= decay_iters:
-        return min_lr
-    return _cosine(step, max_lr, min_lr, 0, decay_iters)
-
-
-@bug("learning_rate_at", "cosine_to_zero", "the cosine falls to 0, not to min_lr")
-def _(step, max_lr, min_lr, warmup_iters, decay_iters):
-    if step < 0 or warmup_iters < 0:
-        raise ValueError("negative step")
-    if step < warmup_iters:
-        return max_lr * (step + 1) / warmup_iters
-    if step >= decay_iters:
-        return min_lr
-    return _cosine(step, max_lr, 0.0, warmup_iters, decay_iters)
-
-
-@bug("learning_rate_at", "no_negative_check", "a negative step gets a rate instead of an error")
-def _(step, max_lr, min_lr, warmup_iters, decay_iters):
-    if step < warmup_iters:
-        return max_lr * (step + 1) / warmup_iters
-    if step >= decay_iters:
-        return min_lr
-    return _cosine(step, max_lr, min_lr, warmup_iters, decay_iters)
-
-
-@bug(
-    "learning_rate_at",
+_rate_bug("cosine_to_zero", "the cosine falls to 0, not to min_lr", cosine_to=0.0)
+_rate_bug("no_negative_check", "a negative step gets a rate instead of an error", checked=())
+_rate_bug(
     "step_check_only",
     "checks the step but not warmup_iters: a negative warm-up gets a rate, not an error",
+    checked=("step",),
 )
-def _(step, max_lr, min_lr, warmup_iters, decay_iters):
-    if step < 0:
-        raise ValueError("negative step")
-    if step < warmup_iters:
-        return max_lr * (step + 1) / warmup_iters
-    if step >= decay_iters:
-        return min_lr
-    return _cosine(step, max_lr, min_lr, warmup_iters, decay_iters)
 
 
 # ------------------------------------------------------------------------------- flops_per_token
 
 
-@bug("flops_per_token", "two_n", "2·N: the forward pass only, the backward pass forgotten")
-def _(n_params, n_layer, block_size, n_embd):
-    if min(n_params, n_layer, block_size, n_embd) < 0:
+def _flops(n_params, n_layer, block_size, n_embd, *, checked=True, per_param=6, attention=12):
+    """The right count (with the sizes ``checked``): per_param·N + attention·L·T·d."""
+    if checked and min(n_params, n_layer, block_size, n_embd) < 0:
         raise ValueError("negative size")
-    return 2 * n_params + 12 * n_layer * block_size * n_embd
+    return per_param * n_params + attention * n_layer * block_size * n_embd
 
 
-@bug("flops_per_token", "no_attention", "6·N only: attention's Q·K^T and weights·V forgotten")
-def _(n_params, n_layer, block_size, n_embd):
-    if min(n_params, n_layer, block_size, n_embd) < 0:
-        raise ValueError("negative size")
-    return 6 * n_params
-
-
-@bug("flops_per_token", "attention_forward_only", "attention counted forward only: 4·L·T·d")
-def _(n_params, n_layer, block_size, n_embd):
-    if min(n_params, n_layer, block_size, n_embd) < 0:
-        raise ValueError("negative size")
-    return 6 * n_params + 4 * n_layer * block_size * n_embd
-
-
-@bug("flops_per_token", "no_negative_check", "a negative size gets a count instead of an error")
-def _(n_params, n_layer, block_size, n_embd):
-    return 6 * n_params + 12 * n_layer * block_size * n_embd
+_flops_bug = bug.variants("flops_per_token", _flops, like=flops.flops_per_token)
+_flops_bug("two_n", "2·N: the forward pass only, the backward pass forgotten", per_param=2)
+_flops_bug("no_attention", "6·N only: attention's Q·K^T and weights·V forgotten", attention=0)
+_flops_bug("attention_forward_only", "attention counted forward only: 4·L·T·d", attention=4)
+_flops_bug("no_negative_check", "a negative size gets a count instead of an error", checked=False)
 
 
 @bug(
@@ -140,23 +111,22 @@ def _(n_params, n_layer, block_size, n_embd):
 # ------------------------------------------------------------------------------------------- mfu
 
 
-@bug("mfu", "percentage", "returns a percentage (x 100) where a fraction is asked for")
-def _(tokens_per_second, flops_per_token, peak_flops):
-    if peak_flops <= 0 or tokens_per_second < 0 or flops_per_token < 0:
+def _mfu(tokens_per_second, flops_per_token, peak_flops, *, checked=True, scale=1, peak_unit=1):
+    """The right MFU (with the inputs ``checked``), times ``scale``, the peak read in units of
+    ``peak_unit`` FLOP/s."""
+    if checked and (peak_flops <= 0 or tokens_per_second < 0 or flops_per_token < 0):
         raise ValueError("bad input")
-    return 100 * tokens_per_second * flops_per_token / peak_flops
+    return scale * tokens_per_second * flops_per_token / (peak_flops * peak_unit)
 
 
-@bug("mfu", "no_zero_peak_check", "divides by a peak of 0 (ZeroDivisionError, or inf)")
-def _(tokens_per_second, flops_per_token, peak_flops):
-    return tokens_per_second * flops_per_token / peak_flops
-
-
-@bug("mfu", "peak_in_tflops", "treats peak_flops as TFLOP/s: multiplies it by 1e12 again")
-def _(tokens_per_second, flops_per_token, peak_flops):
-    if peak_flops <= 0 or tokens_per_second < 0 or flops_per_token < 0:
-        raise ValueError("bad input")
-    return tokens_per_second * flops_per_token / (peak_flops * 1e12)
+_mfu_bug = bug.variants("mfu", _mfu, like=flops.mfu)
+_mfu_bug("percentage", "returns a percentage (x 100) where a fraction is asked for", scale=100)
+_mfu_bug("no_zero_peak_check", "divides by a peak of 0 (ZeroDivisionError, or inf)", checked=False)
+_mfu_bug(
+    "peak_in_tflops",
+    "treats peak_flops as TFLOP/s: multiplies it by 1e12 again",
+    peak_unit=1e12,
+)
 
 
 @bug(
