@@ -11,7 +11,7 @@ MATHJAX := book/_mathjax/_static/mathjax/tex-chtml.js
 help:
 	@echo "make book       set up .venv and build the book into book/_build/html"
 	@echo "make test       set up .venv and run the whole test suite (CH=07: one chapter's tests)"
-	@echo "make check      lint and the fast tests: no book build, no grading (a few minutes)"
+	@echo "make check      lint and the fast tests: no book build, no grading (2-3 minutes)"
 	@echo "make toc        write book/_toc.yml and the intro's chapter table from book/chapters.yml"
 	@echo "make exercises  regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make grade ASSIGNMENT=ch01_bigrams   autograde submitted/ (instructors)"
@@ -43,12 +43,12 @@ JOBS ?= 2
 test: setup browser
 	$(BIN)/python -m pytest $(if $(filter-out 0,$(JOBS)),-n $(JOBS)) $(if $(CH),--chapter $(CH)) --durations=25
 
-# The fast loop. Order-only on the stamp: an existing .venv is used as it is (`make setup`
-# updates it).
+# The fast loop, on the same two workers as `make test` (JOBS=0: one process). Order-only on
+# the stamp: an existing .venv is used as it is (`make setup` updates it).
 check: | $(STAMP)
 	$(BIN)/ruff check --no-cache .
 	$(BIN)/ruff format --no-cache --check .
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow" -q $(if $(filter-out 0,$(JOBS)),-n $(JOBS))
 
 toc: | $(STAMP)
 	$(BIN)/python book/_ext/manifest.py

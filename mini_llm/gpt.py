@@ -81,7 +81,7 @@ def cached_causal_mask(queries: int, keys: int, device=None) -> torch.Tensor:
     return self_attention.causal_mask(keys)[keys - queries :].to(device)
 
 
-def causal_attention_weights(q: torch.Tensor, k: torch.Tensor, offset: int = 0) -> torch.Tensor:
+def causal_attention_weights(q, k, offset: int = 0) -> torch.Tensor:
     """softmax(Q Kᵀ / √d_k) over the keys each query may see: weights (B, H, Tq, Tk).
 
     q is (B, H, Tq, d_k), k (B, H, Tk, d_k). Query i stands at position ``offset + i`` (offset:
@@ -103,7 +103,7 @@ def explicit_attention(q, k, v, dropout_p: float = 0.0) -> tuple[torch.Tensor, t
     mask = cached_causal_mask(q.size(-2), k.size(-2), q.device)
     output, weights = self_attention.scaled_dot_product_attention(q, k, v, mask)
     if dropout_p > 0.0:  # dropout drops weights before they mix the values
-        output = F.dropout(weights, p=dropout_p) @ v
+        return F.dropout(weights, p=dropout_p) @ v, weights
     return output, weights
 
 
@@ -123,8 +123,7 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.n_head = config.n_head
-        self.dropout = config.dropout
+        self.n_head, self.dropout = config.n_head, config.dropout
         self.fused = config.attention == "fused"
         # One Linear makes Q, K and V together: one matrix multiply instead of three.
         self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
@@ -189,7 +188,8 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
         self.head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        # Weight tying: the vector that represents a token going in also scores it coming out.
+        # Weight tying: the vector that represents a token going in also scores it
+        # coming out.
         self.head.weight = self.token_embedding.weight
         self.apply(self._init_weights)
         # Each block adds two projections into the residual stream; scaling them down by
@@ -222,9 +222,9 @@ class GPT(nn.Module):
         for i, block in enumerate(self.blocks):
             x = block(x, caches[i] if caches else None)
         logits = self.head(self.ln_f(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T), ignore_index=-1)
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
     @torch.no_grad()

@@ -90,7 +90,7 @@ def test_training_with_and_without_scaling(page, glued):
 
 def test_masks_and_empty_rows(page, glued):
     _, text = page
-    assert glued["ch08_prefix_change_causal"] == 0.0
+    assert glued["ch08_prefix_change_causal"] <= 1e-6  # float32 rounding at most
     assert glued["ch08_prefix_change_none"] > 0.01
     assert "-inf fill: [[nan, nan, nan]]" in text
     assert "-1e9 fill: [[0.3333333" in text

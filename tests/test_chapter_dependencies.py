@@ -184,6 +184,17 @@ def test_a_page_depends_on_the_definitions_it_reaches_not_on_whole_modules(tmp_p
         before = after
 
 
+def test_a_name_a_module_imports_is_followed_to_where_it_is_defined(tmp_path):
+    """``uses_value.VALUE`` is value.py's VALUE, imported into uses_value.py."""
+    _package(tmp_path, {**PACKAGE, "mini_llm/again.py": "from .uses_value import VALUE as V\n"})
+    for code in (
+        "from mini_llm import uses_value\nuses_value.VALUE",
+        "from mini_llm.again import V\nprint(V)",
+    ):
+        fingerprint = ModuleGraph(tmp_path / "mini_llm").page_fingerprint(_page(tmp_path, code))
+        assert set(fingerprint) == {"mini_llm/value.py::VALUE"}, code
+
+
 def test_a_module_used_whole_or_through_a_star_import_counts_whole(tmp_path):
     _package(tmp_path, LOOP_AND_TRANSFORMER)
     for code in ("from mini_llm import train\nprint(train)", "from mini_llm.train import *"):

@@ -23,7 +23,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from definitions import Module, import_bindings, reached_through
+from definitions import Module, import_bindings, loaded_names, reached_through
 
 PACKAGE = "mini_llm"
 BOOK_PACKAGE = "booklib"  # book/booklib: code that only the pages use
@@ -126,21 +126,26 @@ class ModuleGraph:
             self._modules[name] = module, bindings
         return self._modules[name]
 
-    def _statements_of(self, module: str, name: str | None) -> tuple[str, list[int]]:
-        """(module, statement indices) that ``name`` of ``module`` means; None: all of it."""
+    def _resolve(self, module: str, name: str | None) -> tuple[list, list]:
+        """What ``name`` of ``module`` (None: all of it) stands for: (names to follow further,
+        (module, statement index) units). A name the module imports is followed to where it
+        is defined; a name the analysis cannot place means the whole module, to be safe."""
         if name is not None and f"{module}.{name}" in self.files:
-            return self._statements_of(f"{module}.{name}", None)
-        parsed, _ = self._module(module)
+            return [(f"{module}.{name}", None)], []
+        parsed, bindings = self._module(module)
         if name is not None and name in parsed.binders:
-            return module, parsed.binders[name]
+            return [], [(module, index) for index in parsed.binders[name]]
+        if name is not None and name in bindings:
+            return [_imported(bindings[name])], []
         everything = set(parsed.anonymous).union(*parsed.binders.values())
-        return module, sorted(everything)  # the whole module, to be safe
+        reexported = [_imported(b) for b in bindings.values() if b[0] == "name"]
+        return reexported, [(module, index) for index in sorted(everything)]
 
     def _reached_by(self, module: str, index: int) -> list[tuple[str, str | None]]:
         parsed, bindings = self._module(module)
         statement = parsed.statements[index]
         local = import_bindings(statement, parsed, self.files.__contains__)
-        used = {node.id for node in ast.walk(statement) if isinstance(node, ast.Name)}
+        used = loaded_names(statement)
         own = [(module, name) for name in sorted(used) if name in parsed.binders]
         return own + reached_through(statement, {**bindings, **local})
 
@@ -155,12 +160,15 @@ class ModuleGraph:
             for index in self._module(module)[0].anonymous
         ]
         seen: set[tuple[str, int]] = set()
+        followed: set[tuple[str, str | None]] = set()
         while names or units:
             if names:
                 module, name = names.pop()
-                if module in self.files:  # not torch, numpy, ...
-                    found, indices = self._statements_of(module, name)
-                    units.extend((found, index) for index in indices)
+                if module in self.files and (module, name) not in followed:  # not torch, ...
+                    followed.add((module, name))
+                    more, found = self._resolve(module, name)
+                    names.extend(more)
+                    units.extend(found)
                 continue
             unit = units.pop()
             if unit not in seen:
@@ -176,6 +184,11 @@ class ModuleGraph:
             path = self.files[module].relative_to(self.root)
             fingerprint[f"{path}::{parsed.key(index)}"] = parsed.digest(index)
         return fingerprint
+
+
+def _imported(binding: tuple) -> tuple[str, str | None]:
+    """(module, name or None for all of it) that an import binding of a module stands for."""
+    return (binding[1], binding[2]) if binding[0] == "name" else (binding[1], None)
 
 
 def _parsed_cells(page: Path) -> list[ast.stmt]:

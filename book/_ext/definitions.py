@@ -72,7 +72,8 @@ class Module:
         """A name for statement ``index`` that survives edits elsewhere in the file."""
         names = sorted(bound_names(self.statements[index]))
         if names:
-            return ",".join(names)
+            same = self.binders[names[0]]  # a name bound twice: each statement counts
+            return ",".join(names) + (f" ({same.index(index) + 1})" if len(same) > 1 else "")
         return f"<module code {self.anonymous.index(index) + 1}>"
 
     def digest(self, index: int) -> str:
@@ -90,6 +91,15 @@ def absolute(node: ast.ImportFrom, module: Module) -> str:
     return ".".join(anchor + ([node.module] if node.module else []))
 
 
+def loaded_names(tree: ast.AST) -> set[str]:
+    """The names ``tree`` reads (not those it only assigns, such as a dataclass's fields)."""
+    return {
+        node.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store)
+    }
+
+
 def attribute_uses(tree: ast.AST, alias: str) -> set[str] | None:
     """The attributes read on the name ``alias`` in ``tree`` (``alias.f`` -> "f"), or None
     where the name is also used on its own (then anything of it may be used)."""
@@ -98,7 +108,7 @@ def attribute_uses(tree: ast.AST, alias: str) -> set[str] | None:
         for child in ast.iter_child_nodes(node):
             parents[child] = node
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == alias:
+        if isinstance(node, ast.Name) and node.id == alias and not isinstance(node.ctx, ast.Store):
             parent = parents.get(node)
             if isinstance(parent, ast.Attribute) and parent.value is node:
                 attributes.add(parent.attr)
@@ -137,7 +147,7 @@ def import_bindings(tree: ast.AST, module: Module | None, is_module) -> dict[str
 
 def reached_through(tree: ast.AST, bindings: dict[str, tuple]) -> list[tuple[str, str | None]]:
     """(module, name or None for all of it) that ``tree`` reaches through ``bindings``."""
-    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    used = loaded_names(tree)
     reached: list[tuple[str, str | None]] = []
     for local, binding in bindings.items():
         if binding[0] == "whole":
