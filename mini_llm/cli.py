@@ -22,7 +22,7 @@ import torch
 
 from mini_llm.bpe_fast import BPETokenizer
 from mini_llm.corpus import CORPORA, CorpusError, load_text
-from mini_llm.engine import configs, cpu_linear, cpu_parallel
+from mini_llm.engine import configs, cpu_linear, cpu_parallel, recorded
 from mini_llm.engine.checkpoint import CheckpointError, load_checkpoint
 from mini_llm.engine.data import (
     SPLITS,
@@ -622,6 +622,52 @@ def run_bench(args) -> None:
     )
 
 
+def add_record_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", nargs="?", help="the experiment to record (--list names them)")
+    parser.add_argument("--list", action="store_true", help="list the experiments and exit")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=recorded.RESULTS_DIR,
+        help="folder for NAME.json and its checkpoints (default: book/results)",
+    )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="run the same code at a tiny size, a smoke test (needs --out outside book/results)",
+    )
+
+
+def run_record(args) -> None:
+    from mini_llm.experiments import experiments
+
+    known = experiments()
+    if args.list or not args.name:
+        for name, module in known.items():
+            print(f"{name:28} {module.SUMMARY}")
+        return
+    if args.name not in known:
+        raise ValueError(f"unknown experiment {args.name!r}; choose one of: {', '.join(known)}")
+    if args.tiny and args.out.resolve() == recorded.RESULTS_DIR.resolve():
+        raise ValueError(
+            "a --tiny run is a smoke test, not a result: give it --out outside book/results"
+        )
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    outcome = known[args.name].run(args.out, tiny=args.tiny)
+    path = recorded.write_recording(
+        args.name,
+        outcome.results,
+        command=shlex.join(["mini-llm", "record", args.name, *(["--tiny"] if args.tiny else [])]),
+        wall_seconds=time.perf_counter() - started,
+        device=outcome.device,
+        tiny=args.tiny,
+        checkpoints=outcome.checkpoints,
+        out_dir=args.out,
+    )
+    print(f"recorded {args.name} in {time.perf_counter() - started:.0f} s: {path}")
+
+
 class Command(NamedTuple):
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
@@ -635,6 +681,9 @@ COMMANDS: dict[str, Command] = {
     "train": Command("train a GPT from a named config", add_train_arguments, run_train),
     "sample": Command("generate text from a checkpoint", add_sample_arguments, run_sample),
     "bench": Command("time training steps and generation", add_bench_arguments, run_bench),
+    "record": Command(
+        "run a named experiment and write its results file", add_record_arguments, run_record
+    ),
     "grade": Command(grading_cli.HELP, grading_cli.add_arguments, grading_cli.run),
     "learner": Command(learner_cli.HELP, learner_cli.add_arguments, learner_cli.run),
 }
