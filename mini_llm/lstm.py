@@ -172,3 +172,24 @@ def gradient_reach(model: SequenceClassifier, x: torch.Tensor, y: torch.Tensor) 
 def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     """Share of sequences whose class the model names correctly."""
     return (model(x)[0].argmax(dim=-1) == y).float().mean().item()
+
+
+class GRULanguageModel(nn.Module):
+    """Embedding -> a GRU over the sequence -> next-token logits, with ``forward(idx, targets)``
+    returning ``(logits, loss)`` like :class:`mini_llm.rnn.RNNLanguageModel`.
+
+    It runs ``torch.nn.GRU``, the cell of :func:`gru_step` in one fused kernel, because chapter
+    11 trains it for thousands of steps to compare it with the GPT."""
+
+    def __init__(self, vocab_size: int, embedding_dim: int = 64, hidden_dim: int = 256):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embedding_dim)
+        self.gru = nn.GRU(embedding_dim, hidden_dim, batch_first=True)
+        self.head = nn.Linear(hidden_dim, vocab_size)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        logits = self.head(self.gru(self.embedding(idx))[0])
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
