@@ -4,7 +4,8 @@ The package is laid out by role. Each chapter's concept modules sit at the top l
 opening with its chapter, and read top to bottom; the training engine that trains, measures and
 saves their models is :mod:`mini_llm.engine` (it also makes them fast on a CPU, from outside
 the model code); :mod:`mini_llm.grading` autogrades submissions, :mod:`mini_llm.learner` turns
-solved exercises into a package of the learner's own, :mod:`mini_llm.cli` is the ``mini-llm``
+solved exercises into a package of the learner's own, :mod:`mini_llm.experiments` are the
+runs too long to train on a page (``mini-llm record``), :mod:`mini_llm.cli` is the ``mini-llm``
 command, :mod:`mini_llm.corpus` loads the corpora and :mod:`mini_llm.checks` holds the
 assertions of the exercises' test cells.
 

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import torch
 
+from mini_llm import gpt  # gpt.GPT, looked up when a model is built: --learner swaps it
 from mini_llm.bpe_fast import BPETokenizer
 from mini_llm.corpus import CORPORA, CorpusError, load_text
 from mini_llm.engine import configs, cpu_linear, cpu_parallel, recorded
@@ -42,7 +43,7 @@ from mini_llm.engine.train import (
     train,
     use_tf32_products,
 )
-from mini_llm.gpt import GPT, GPTConfig
+from mini_llm.gpt import GPTConfig
 from mini_llm.grading import cli as grading_cli
 from mini_llm.learner import cli as learner_cli
 from mini_llm.tokenizer import tokenizer_from_dict
@@ -370,7 +371,7 @@ def prepared_data(args, run: configs.RunConfig, checkpoint: dict | None) -> tupl
     return data_dir, meta
 
 
-def check_model_shape(model: GPT, checkpoint: dict, args) -> None:
+def check_model_shape(model: gpt.GPT, checkpoint: dict, args) -> None:
     """A resumed model must have the checkpoint's shape; say which settings changed it."""
     ours = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     theirs = {name: tuple(t.shape) for name, t in checkpoint["model"].items()}
@@ -431,7 +432,7 @@ def run_train(args) -> None:
         for i, split in enumerate(SPLITS)
     )  # before the model: a block_size longer than the data is named, not allocated
     torch.manual_seed(train_config.seed)
-    model = GPT(model_config)
+    model = gpt.GPT(model_config)
     if checkpoint is not None:
         check_model_shape(model, checkpoint, args)
     if args.overwrite:
@@ -515,7 +516,7 @@ def load_model(checkpoint: Path, device: torch.device, learner: bool = False):
             "use a checkpoint written by mini-llm train"
         )
     settings = {**state["model_config"], **({"attention": "explicit"} if learner else {})}
-    model = GPT(GPTConfig(**settings))
+    model = gpt.GPT(GPTConfig(**settings))
     try:
         model.load_state_dict(state["model"])
     except RuntimeError:
@@ -584,7 +585,7 @@ def run_bench(args) -> None:
     print(f"threads: {threads} ({why})")
     torch.manual_seed(0)
     model_config = GPTConfig(vocab_size=96, **run.model)
-    model = GPT(model_config).to(device)
+    model = gpt.GPT(model_config).to(device)
     if device.type == "cpu":  # as train() does
         cpu_linear.accelerate(model)
         print(cpu_linear.decision())
@@ -653,7 +654,7 @@ def run_record(args) -> None:
             "a --tiny run is a smoke test, not a result: give it --out outside book/results"
         )
     args.out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+    at_commit, started = recorded.commit(), time.perf_counter()
     outcome = known[args.name].run(args.out, tiny=args.tiny)
     path = recorded.write_recording(
         args.name,
@@ -664,6 +665,7 @@ def run_record(args) -> None:
         tiny=args.tiny,
         checkpoints=outcome.checkpoints,
         out_dir=args.out,
+        at_commit=at_commit,
     )
     print(f"recorded {args.name} in {time.perf_counter() - started:.0f} s: {path}")
 

@@ -10,5 +10,7 @@
 * :mod:`.cpu_linear`, :mod:`.cpu_parallel` -- CPU speed, applied to a model from outside it:
   oneDNN products for its linear layers, a batch's rows split across the cores;
 * :mod:`.bench` -- timing helpers for ``mini-llm bench`` and ``benchmarks/``;
-* :mod:`.results` -- the results file of the recorded GPU run, read back with checks.
+* :mod:`.results` -- the results file of the recorded GPU run, read back with checks;
+* :mod:`.recorded` -- recorded runs (``mini-llm record NAME``, the experiments of
+  :mod:`mini_llm.experiments`): results files and float16 checkpoints that pages render.
 """

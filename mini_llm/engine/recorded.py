@@ -111,15 +111,18 @@ def write_recording(
     tiny: bool = False,
     checkpoints: dict[str, str] | None = None,
     out_dir: str | Path = RESULTS_DIR,
+    at_commit: str | None = None,
 ) -> Path:
-    """Write ``out_dir/NAME.json`` atomically (a crash leaves the earlier file whole)."""
+    """Write ``out_dir/NAME.json`` atomically (a crash leaves the earlier file whole).
+
+    ``at_commit`` is :func:`commit` as it was when the run started (the code that ran)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     recording = {
         "schema": SCHEMA,
         "name": name,
         "command": command,
-        "commit": commit(),
+        "commit": at_commit or commit(),
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "hardware": hardware(device),
         "wall_seconds": round(wall_seconds, 1),
