@@ -7,19 +7,24 @@ characters as its FLOPs per token allow, under the course's warm-up + cosine sch
 family's learning rate is tuned at every budget on seed 0 over ``LEARNING_RATES``, scored on
 ``tuning`` windows (held-out text, disjoint from the ``held_out_windows`` every score on the
 page is reported on); seeds 1 and 2 then run at the chosen rate. Every run also records its
-wall-clock seconds on one CPU thread, so the page can compare at equal time too. Runs go to
-two worker processes, one thread each.
+wall-clock seconds on one CPU thread; since other work on the machine inflates those, each
+family's step time is also measured on its own (the fastest of five interleaved rounds), and
+the time a run needs is its steps times that. Runs go to two worker processes, one thread each.
 """
 
 from __future__ import annotations
 
+import math
 import multiprocessing
+import os
+import statistics
 import time
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
+from mini_llm.engine.bench import train_step_times
 from mini_llm.engine.data import RandomBatches
 from mini_llm.engine.recorded import save_weights
 from mini_llm.engine.train import TrainConfig, train
@@ -72,6 +77,21 @@ def flops_per_token(model: torch.nn.Module) -> float:
         p for name, p in model.named_parameters() if p.dim() == 2 and "embedding" not in name
     ]
     return 6.0 * sum(p.numel() for p in weights)
+
+
+def step_milliseconds(vocab_size: int, sizes: dict, train_ids, rounds: int = 5) -> dict:
+    """Each family's training step on one thread, in ms: the fastest median of ``rounds``
+    interleaved measurements, the one other work on the machine inflated least."""
+    torch.set_num_threads(1)
+    batches = RandomBatches(train_ids, CONTEXT, BATCH, seed=0)
+    fastest = {family: math.inf for family in sizes}
+    for _ in range(rounds):
+        for family in sizes:
+            model = build(family, vocab_size, sizes)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            times = train_step_times(model, [batches() for _ in range(13)], optimizer, warmup=3)
+            fastest[family] = min(fastest[family], statistics.median(times))
+    return fastest
 
 
 def tuning_windows(val_ids) -> torch.Tensor:
@@ -141,7 +161,9 @@ def run(out_dir: str | Path, tiny: bool = False) -> Recorded:
     out_dir = Path(out_dir)
     sizes, budgets = (TINY_SIZES, TINY_BUDGETS) if tiny else (SIZES, BUDGETS)
     rates = {f: r[:1] for f, r in LEARNING_RATES.items()} if tiny else LEARNING_RATES
-    tokenizer, _, _ = shakespeare_splits()
+    tokenizer, train_ids, _ = shakespeare_splits()
+    load_at_start = os.getloadavg()[0]
+    step_ms = step_milliseconds(tokenizer.vocab_size, sizes, train_ids, rounds=1 if tiny else 5)
     common = {"vocab_size": tokenizer.vocab_size, "sizes": sizes}
     tuning = [
         {**common, "family": f, "budget": b, "seed": SEEDS[0], "lr": lr}
@@ -165,6 +187,8 @@ def run(out_dir: str | Path, tiny: bool = False) -> Recorded:
             for seed in SEEDS[1:]
         ]
         repeated = _run_all(pool, repeats, not tiny, "seeds 1 and 2, chosen rates")
+        pool.close()  # let the workers exit on their own, releasing what they hold
+        pool.join()
     checkpoints = {}
     for job in tuning:
         if "checkpoint" in job:
@@ -188,6 +212,8 @@ def run(out_dir: str | Path, tiny: bool = False) -> Recorded:
             "held_out_windows": WINDOWS,
             "tuning_runs": tuned,
             "runs": chosen + repeated,
+            "step_ms": step_ms,
+            "load_average": [load_at_start, os.getloadavg()[0]],
         },
         checkpoints,
     )
