@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from mini_llm.engine.bench import train_step_times
 from mini_llm.engine.data import RandomBatches
-from mini_llm.engine.recorded import save_weights
+from mini_llm.engine.recorded import load_weights, save_weights
 from mini_llm.engine.train import TrainConfig, train
 from mini_llm.experiments import Recorded
 from mini_llm.experiments.shakespeare import (
@@ -134,8 +134,10 @@ def one_run(job: dict) -> dict:
         "tuning_bits": bits_per_character(model, tuning_windows(val_ids)),
         "bits_per_character": bits_per_character(model, held_out_windows(val_ids)),
     }
-    if job.get("checkpoint"):
+    if job.get("checkpoint"):  # scored again as saved, in float16, for the page to reopen
         save_weights(model, job["checkpoint"])
+        load_weights(model, job["checkpoint"])
+        result["bits_per_character"] = bits_per_character(model, held_out_windows(val_ids))
     return result
 
 
