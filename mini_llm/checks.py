@@ -324,7 +324,14 @@ def expect_type(got: Any, types: type | tuple[type, ...], call: str, hint: str =
         names = (
             " or ".join(t.__name__ for t in types) if isinstance(types, tuple) else types.__name__
         )
-        _fail(call, f"should return a {names}.", names, f"{type(got).__name__} {show(got)}", hint)
+        article = "an" if names[0] in "aeiouAEIOU" else "a"
+        _fail(
+            call,
+            f"should return {article} {names}.",
+            names,
+            f"{type(got).__name__} {show(got)}",
+            hint,
+        )
 
 
 def expect_true(condition: Any, call: str, expected: str, got: str, hint: str = "") -> None:

@@ -113,6 +113,7 @@ def test_expect_shape_and_type():
     assert "shape (3, 3)" in _message(expect_shape, np.zeros((2, 2)), (3, 3), "f()")
     expect_type([1], list, "f()")
     assert "should return a list" in _message(expect_type, (1,), list, "f()")
+    assert "should return an int" in _message(expect_type, 1.5, int, "f()")  # not "a int"
 
 
 def test_expect_true_uses_the_given_words():

@@ -32,6 +32,22 @@ def test_plain_values_arrays_and_generators_cross_unchanged():
     assert twin.integers(1000, size=5).tolist() == generator.integers(1000, size=5).tolist()
 
 
+def test_a_counter_defaultdict_or_list_subclass_crosses_as_the_plain_type():
+    """A learner's correct answer may return a Counter: it must arrive as the dict it is,
+    not as a handle to an object in the student's process (issue 31)."""
+    from collections import Counter, OrderedDict, defaultdict
+
+    class Ids(list):
+        pass
+
+    counts = Counter("abca")
+    table = defaultdict(int, {("a", "b"): 2})
+    for value, plain in ((counts, dict), (table, dict), (OrderedDict(x=1), dict), (Ids([1]), list)):
+        back = _round_trip(value)
+        assert type(back) is plain and back == plain(value)
+    assert _round_trip({"nested": Counter("xx")}) == {"nested": {"x": 2}}
+
+
 def test_torch_generators_cross_with_their_state():
     import torch
 

@@ -19,7 +19,6 @@ import select
 import struct
 import sys
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -121,16 +120,16 @@ def encode(value: Any, ref: Callable[[Any], dict] | None = None, depth: int = 0)
             "$torch": _array_bytes(value.detach().cpu().numpy()),
             "grad": bool(value.requires_grad),
         }
-    if type(value) is list:
-        return [encode(v, ref, depth + 1) for v in value]
+    if isinstance(value, list):  # a list subclass arrives as a list
+        return [encode(v, ref, depth + 1) for v in list(value)]
     if isinstance(value, tuple):  # named tuples arrive as plain tuples
         return {"$tuple": [encode(v, ref, depth + 1) for v in value]}
     if isinstance(value, (set, frozenset)):
         return {"$set": [encode(v, ref, depth + 1) for v in value]}
-    if type(value) in (dict, OrderedDict):  # a state_dict() is an OrderedDict
+    if isinstance(value, dict):  # a Counter, defaultdict or state_dict arrives as a dict
         return {
             "$dict": [
-                [encode(k, ref, depth + 1), encode(v, ref, depth + 1)] for k, v in value.items()
+                [encode(k, ref, depth + 1), encode(v, ref, depth + 1)] for k, v in dict.items(value)
             ]
         }
     return _as_ref(value, ref)

@@ -279,6 +279,11 @@ def _(ids):
     return dict(Counter(itertools.pairwise(ids)))
 
 
+@correct("count_pairs", "counter_returned_as_is")
+def _(ids):
+    return Counter(itertools.pairwise(ids))  # a dict subclass: it must arrive as a dict
+
+
 @correct("merge", "for_loop_with_skip")
 def _(ids, pair, new_id):
     out, skip = [], False
