@@ -196,6 +196,10 @@ def test_a_crash_and_a_wrong_length_read_well_without_a_traceback():
     )
     nameless = _message(expect_equal, 2, 1, "the weights", hint="h")
     assert redact(nameless, CheckFailed(nameless)) == "A hidden check failed. Hint: h"
+    wrong_kind = _message(expect_raises, ValueError, broken, 0, hint="h")
+    assert redact(wrong_kind, CheckFailed(wrong_kind)) == (  # not "raised the." (issue 31)
+        "A hidden check failed: broken(…) raised the wrong kind of error. Hint: h"
+    )
     crash = _message(run, broken, 0)
     assert redact(crash, AssertionError(crash)).startswith(
         "A hidden check failed: broken(…) raised an error. Hint: ZeroDivisionError at line "

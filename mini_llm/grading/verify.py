@@ -507,7 +507,8 @@ def redact(message: str, error: BaseException) -> str:
     what = re.search(
         r" (is wrong|has the wrong shape|has the wrong number of items|"
         r"should [^.:(]*?(?= of shape|[.:(]|$)|raised NotImplementedError|"
-        r"raised an error|raised [A-Za-z_.]+|should refuse this input)",
+        r"raised an error|raised the wrong kind of error|raised [A-Z][\w.]*|"
+        r"should refuse this input)",
         first,
     )
     if isinstance(error, NameError):
