@@ -86,6 +86,8 @@ ch10_tokenization   train_bpe                       mini_llm.bpe
 ch10_tokenization   encode                          mini_llm.bpe
 ch10_tokenization   decode                          mini_llm.bpe
 ch11_gpt            causal_attention_weights        mini_llm.gpt
+ch11_gpt            Block                           mini_llm.gpt
+ch11_gpt            GPT                             mini_llm.gpt
 ch11_gpt            filter_logits                   mini_llm.generate
 ch11_gpt            next_token                      mini_llm.generate
 ch11_gpt            parameter_count                 mini_llm.gpt          stand_in=parameter_count_of_config

@@ -5,8 +5,17 @@ answers and is registered in ``BUGS[name]`` with a one-line description; the hid
 notebook must fail every one of them while the reference passes. Among them are the mistakes
 issue 13 lists: the causal mask off by one (the diagonal excluded, one future key seen), the
 KV-cache offset off by one or ignored, top-p keeping one token too few or one too many, and the
-temperature applied after the softmax. ``ALTERNATIVES`` (at the end) holds correct answers
-written differently, which the hidden tests must accept.
+temperature applied after the softmax; and those of issue 37 in the block and the model's
+forward pass: post-LN or the residual around the LayerNorm, the second LayerNorm replaced by
+the first, the MLP fed the block's input, the KV cache not handed on, the targets shifted a
+second time, the padding targets (-1) counted in the mean or the mean taken per sequence, the
+positions restarted at 0 after a cache, an untied output layer, dropout in eval mode, no final
+LayerNorm, logits for the last position only. ``ALTERNATIVES`` (at the end) holds correct
+answers written differently, which the hidden tests must accept.
+
+``Block`` and ``GPT`` are classes: the learner writes their ``forward``, the answer cell gives
+the layers (``Block``'s ``__init__`` is ``gpt.Block``'s, ``GPT``'s calls ``gpt.GPT``'s), so each
+version below is the package's class with another ``forward`` (and one with a layer added).
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from mini_llm import generate, gpt
 from mini_llm.generate import filter_logits as reference_filter
@@ -71,6 +81,215 @@ def _(q, k, offset=0):
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), dim=-1)
     allowed = torch.ones(q.size(-2), k.size(-2)).tril(diagonal=offset)
     return weights * allowed
+
+
+# ----------------------------------------------------------------------------------------- Block
+@bug(
+    "Block", "post_ln", "post-LN (the 2017 paper's order): ln_1(x + attn(x)), then ln_2(h + mlp(h))"
+)
+class _(gpt.Block):
+    def forward(self, x, cache=None):
+        x = self.ln_1(x + self.attn(x, cache))
+        return self.ln_2(x + self.mlp(x))
+
+
+@bug(
+    "Block",
+    "residual_around_norm",
+    "the LayerNorm's output becomes the stream: x = ln_1(x); x = x + attn(x) (the same for ln_2)",
+)
+class _(gpt.Block):
+    def forward(self, x, cache=None):
+        x = self.ln_1(x)
+        x = x + self.attn(x, cache)
+        x = self.ln_2(x)
+        return x + self.mlp(x)
+
+
+@bug("Block", "ln_1_reused", "the first LayerNorm used before the MLP as well: ln_2 never used")
+class _(gpt.Block):
+    def forward(self, x, cache=None):
+        x = x + self.attn(self.ln_1(x), cache)
+        return x + self.mlp(self.ln_1(x))
+
+
+@bug(
+    "Block",
+    "mlp_reads_block_input",
+    "the MLP fed the block's input, not the stream after attention: x + attn(ln_1(x)) + mlp(ln_2(x))",
+)
+class _(gpt.Block):
+    def forward(self, x, cache=None):
+        return x + self.attn(self.ln_1(x), cache) + self.mlp(self.ln_2(x))
+
+
+@bug("Block", "no_mlp_residual", "the MLP's output replaces the stream: mlp(ln_2(h)), not h + ...")
+class _(gpt.Block):
+    def forward(self, x, cache=None):
+        x = x + self.attn(self.ln_1(x), cache)
+        return self.mlp(self.ln_2(x))
+
+
+@bug(
+    "Block",
+    "cache_not_passed",
+    "the KV cache not handed to the attention: new tokens see only themselves",
+)
+class _(gpt.Block):
+    def forward(self, x, cache=None):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+@bug("Block", "in_place_residual", "x += attn(ln_1(x)): the caller's tensor is changed in place")
+class _(gpt.Block):
+    def forward(self, x, cache=None):
+        x += self.attn(self.ln_1(x), cache)
+        return x + self.mlp(self.ln_2(x))
+
+
+# ------------------------------------------------------------------------------------------- GPT
+
+
+class _GPT(gpt.GPT):
+    """The right forward pass in steps, each of which a bug below overrides."""
+
+    def start(self, caches):
+        return caches[0].length if caches else 0
+
+    def check(self, start, T):
+        if start + T > self.config.block_size:
+            raise ValueError(f"{start + T} tokens, the context holds {self.config.block_size}")
+
+    def positions(self, start, T):
+        return torch.arange(start, start + T)
+
+    def embed(self, idx, positions):
+        return self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
+
+    def run_blocks(self, x, caches):
+        for i, block in enumerate(self.blocks):
+            x = block(x, caches[i] if caches else None)
+        return x
+
+    def logits(self, x, targets):
+        return self.head(self.ln_f(x))
+
+    def loss(self, logits, targets):
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)
+
+    def forward(self, idx, targets=None, caches=None):
+        start, T = self.start(caches), idx.size(1)
+        self.check(start, T)
+        x = self.run_blocks(self.embed(idx, self.positions(start, T)), caches)
+        logits = self.logits(x, targets)
+        return logits, None if targets is None else self.loss(logits, targets)
+
+
+@bug(
+    "GPT",
+    "targets_shifted_again",
+    "targets shifted once more: logits[:, :-1] scored against targets[:, 1:]",
+)
+class _(_GPT):
+    def loss(self, logits, targets):
+        return super().loss(logits[:, :-1], targets[:, 1:])
+
+
+@bug(
+    "GPT",
+    "padding_counted",
+    "reduction='none' with ignore_index=-1, then .mean(): the -1 targets count in the mean",
+)
+class _(_GPT):
+    def loss(self, logits, targets):
+        flat = logits.flatten(0, 1), targets.flatten()
+        return F.cross_entropy(*flat, ignore_index=-1, reduction="none").mean()
+
+
+@bug("GPT", "mean_per_sequence", "the mean over each sequence's tokens, then over the sequences")
+class _(_GPT):
+    def loss(self, logits, targets):
+        per_token = F.cross_entropy(
+            logits.transpose(1, 2), targets, ignore_index=-1, reduction="none"
+        )
+        counted = (targets != -1).sum(dim=1)
+        return (per_token.sum(dim=1) / counted).mean()
+
+
+@bug(
+    "GPT",
+    "targets_written",
+    "the -1 targets overwritten with 0 in the caller's tensor to mask them",
+)
+class _(_GPT):
+    def loss(self, logits, targets):
+        counted = targets != -1
+        targets[~counted] = 0
+        per_token = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
+        return (per_token * counted.flatten()).sum() / counted.sum()
+
+
+@bug("GPT", "positions_from_zero", "positions always 0 .. T-1, also after the tokens in the caches")
+class _(_GPT):
+    def positions(self, start, T):
+        return torch.arange(T)
+
+
+@bug(
+    "GPT",
+    "cache_size_as_start",
+    "start read from the cache's size (caches[0].keys.size(2): the whole context), not its length",
+)
+class _(_GPT):
+    def start(self, caches):
+        return caches[0].keys.size(2) if caches else 0
+
+
+@bug("GPT", "caches_not_passed", "the blocks called without their caches: block(x)")
+class _(_GPT):
+    def run_blocks(self, x, caches):
+        return super().run_blocks(x, None)
+
+
+@bug("GPT", "untied_head", "a new output layer made in __init__: a separate V x d matrix, not tied")
+class _(_GPT):
+    def __init__(self, config):
+        super().__init__(config)
+        self.head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+
+
+@bug(
+    "GPT", "dropout_in_eval", "F.dropout(x, p) (training=True by default): dropout in eval mode too"
+)
+class _(_GPT):
+    def embed(self, idx, positions):
+        x = self.token_embedding(idx) + self.position_embedding(positions)
+        return F.dropout(x, self.config.dropout)
+
+
+@bug("GPT", "no_final_norm", "the final LayerNorm skipped: head(x)")
+class _(_GPT):
+    def logits(self, x, targets):
+        return self.head(x)
+
+
+@bug(
+    "GPT",
+    "last_position_only",
+    "without targets, logits for the last position only (nanoGPT's shortcut for generation)",
+)
+class _(_GPT):
+    def logits(self, x, targets):
+        return super().logits(x if targets is not None else x[:, -1:], targets)
+
+
+@bug(
+    "GPT", "too_long_accepted", "no check of the length: too long a sequence fails in the embedding"
+)
+class _(_GPT):
+    def check(self, start, T):
+        pass
 
 
 # --------------------------------------------------------------------------------- filter_logits
@@ -251,6 +470,70 @@ def _(q, k, offset=0):
     allowed = torch.ones(Tq, Tk, dtype=torch.bool).tril(diagonal=offset)
     identity = torch.eye(Tk, dtype=q.dtype).expand(*k.shape[:-2], Tk, Tk)
     return F.scaled_dot_product_attention(q, k, identity, attn_mask=allowed)
+
+
+@correct("Block", "functional_calls")
+class _(gpt.Block):
+    """LayerNorms and the MLP written with torch.nn.functional, on the layers' weights."""
+
+    def forward(self, x, cache=None):
+        mlp, shape = self.mlp, x.shape[-1:]
+        h = F.layer_norm(x, shape, self.ln_1.weight, self.ln_1.bias, self.ln_1.eps)
+        x = torch.add(x, self.attn(h, cache))
+        h = F.layer_norm(x, shape, self.ln_2.weight, self.ln_2.bias, self.ln_2.eps)
+        hidden = mlp.activation(F.linear(h, mlp.fc.weight, mlp.fc.bias))
+        out = F.linear(hidden, mlp.proj.weight, mlp.proj.bias)
+        return torch.add(x, F.dropout(out, mlp.dropout.p, self.training))
+
+
+@correct("Block", "sublayer_loop")
+class _(gpt.Block):
+    def forward(self, x, cache=None):
+        sublayers = ((self.ln_1, lambda h: self.attn(h, cache)), (self.ln_2, self.mlp))
+        for norm, sublayer in sublayers:
+            x = x + sublayer(norm(x))
+        return x
+
+
+@correct("GPT", "log_softmax_gather")
+class _(gpt.GPT):
+    """Positions sliced from the table, the tied matrix used directly, the loss by hand."""
+
+    def forward(self, idx, targets=None, caches=None):
+        start, T = (caches[0].length if caches else 0), idx.size(1)
+        if start + T > self.config.block_size:
+            raise ValueError("the sequence is longer than the model's context")
+        x = self.token_embedding(idx) + self.position_embedding.weight[start : start + T]
+        x = self.dropout(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[i])
+        logits = self.ln_f(x) @ self.token_embedding.weight.T
+        if targets is None:
+            return logits, None
+        counted = targets != -1
+        log_probs = logits.log_softmax(dim=-1)
+        picked = log_probs.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        return logits, -(picked * counted).sum() / counted.sum()
+
+
+@correct("GPT", "one_hot_and_class_axis")
+class _(gpt.GPT):
+    """Embeddings as one-hot products, the loss with the classes on axis 1 (B, V, T)."""
+
+    def forward(self, idx, targets=None, caches=None):
+        start = caches[0].length if caches else 0
+        if start + idx.size(1) > self.config.block_size:
+            raise ValueError("the sequence is longer than the model's context")
+        table = self.token_embedding.weight
+        tokens = F.one_hot(idx, table.size(0)).to(table.dtype) @ table
+        positions = self.position_embedding(torch.arange(idx.size(1)) + start)
+        x = self.dropout(tokens + positions)
+        for block, cache in zip(self.blocks, caches or [None] * len(self.blocks)):
+            x = block(x, cache)
+        logits = self.head(self.ln_f(x))
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-1)
 
 
 @correct("filter_logits", "loop_over_rows")
