@@ -67,9 +67,10 @@ def filter_logits(
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
         probs = F.softmax(sorted_logits, dim=-1)
         # Drop a token when the tokens ranked above it already reach top_p on their own;
-        # the most likely token is therefore always kept.
+        # the most likely token is always kept, even for top_p = 0.
         mass_before = probs.cumsum(dim=-1) - probs
         drop_sorted = mass_before >= top_p
+        drop_sorted[:, 0] = False
         drop = drop_sorted.scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits

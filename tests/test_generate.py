@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mini_llm.generate import filter_logits, generate, new_caches
+from mini_llm.generate import filter_logits, generate, new_caches, next_token
 from mini_llm.gpt import GPT, GPTConfig
 
 
@@ -83,6 +83,9 @@ def test_top_k_and_top_p_keep_the_right_tokens():
     assert kept(logits, top_p=0.5) == [True, False, False, False]
     assert kept(logits, top_p=0.1) == [True, False, False, False]
     assert kept(logits[:, [2, 0, 3, 1]], top_p=0.7) == [False, True, False, True]
+    # "the most likely token is always kept", also at top_p = 0, so next_token still samples
+    assert kept(logits[:, [2, 0, 3, 1]], top_p=0.0) == [False, True, False, False]
+    assert next_token(logits, top_p=0.0).item() == 0
 
 
 def test_top_k_one_is_greedy():

@@ -547,7 +547,7 @@ def _(logits, top_k=None, top_p=None):
             weights = [math.exp(row[i] - top) for i in kept]
             total, mass, nucleus = sum(weights), 0.0, []
             for i, w in zip(kept, weights, strict=True):
-                if mass >= top_p:
+                if mass >= top_p and nucleus:  # the most likely token is always kept
                     break
                 nucleus.append(i)
                 mass += w / total
