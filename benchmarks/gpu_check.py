@@ -10,6 +10,12 @@ written to one results file (the layout is in ``mini_llm/engine/results.py``).
 3. Fused against explicit attention at T = 1,024 and 2,048 (batch 8): time per step and peak
    memory.
 
+Between 1 and 2, the trained model as a language model: its bits per character on chapter 11's
+held-out windows (``mini_llm.experiments.shakespeare``: the same windows of the same validation
+text, read at a context of at most 64 characters) and on the whole validation text at its own
+context, and one seeded sample per prompt of chapter 11's recording (its prompts and sampling
+settings); the training loss is kept as its mean over each evaluation interval.
+
 Chapter 12 renders its GPU figures from the file; a CPU run (the smoke test) is refused a
 place in ``book/results/``.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -30,15 +37,25 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from mini_llm.cli import default_data_dir
 from mini_llm.corpus import load_text
 from mini_llm.engine import configs
 from mini_llm.engine.bench import gpu_work_per_step, train_step_times
-from mini_llm.engine.data import RandomBatches, load_meta, load_split, prepare
-from mini_llm.engine.results import SCHEMA
+from mini_llm.engine.data import (
+    RandomBatches,
+    load_meta,
+    load_split,
+    load_tokenizer_of,
+    prepare,
+)
+from mini_llm.engine.results import SCHEMA, interval_means
 from mini_llm.engine.train import autocast_dtype, make_optimizer, train, use_tf32_products
+from mini_llm.experiments.ch11_gpt_cpu import PROMPTS, SAMPLE_SETTINGS
+from mini_llm.experiments.ch11_gpt_cpu import SEED as SAMPLE_SEED
+from mini_llm.experiments.shakespeare import WINDOW, bits_per_character, held_out_windows
 from mini_llm.flops import gpt_flops_per_token, mfu
 from mini_llm.gpt import GPT, GPTConfig
 
@@ -151,6 +168,45 @@ def timed_steps(shape, run, device, data, batch_size, steps, compile_mode, dtype
     return row
 
 
+def windows_digest(windows: torch.Tensor) -> str:
+    """A fingerprint of held-out windows, so a reader can check they are the ones it means."""
+    return hashlib.sha256(windows.to(torch.int64).numpy().tobytes()).hexdigest()
+
+
+def language_model(model, tokenizer, val_data, device) -> tuple[dict, dict]:
+    """The trained model as a language model: ``(bits_per_character, samples)`` as the
+    results file holds them (``mini_llm/engine/results.py``)."""
+    val_ids = np.asarray(val_data)
+    held_out = held_out_windows(val_ids)  # chapter 11's: every model of 11 and 12 is scored on them
+    own = model.config.block_size + 1  # read block_size characters, score each of them
+    whole = held_out_windows(val_ids, windows=len(val_ids) // own, window=own)
+    bits = {
+        "held_out": {
+            "bits_per_character": bits_per_character(model, held_out.to(device)),
+            "windows": held_out.shape[0],
+            "window": held_out.shape[1],
+            "sha256": windows_digest(held_out),
+        },
+        "own_context": {
+            "bits_per_character": bits_per_character(model, whole.to(device)),
+            "windows": whole.shape[0],
+            "window": whole.shape[1],
+            "val_characters": len(val_ids),
+        },
+        "precision": "float32 (TF32 products)" if device.type == "cuda" else "float32",
+    }
+    texts = []
+    for number, prompt in enumerate(PROMPTS):  # chapter 11's prompts, seeds and settings
+        generator = torch.Generator(device=device).manual_seed(SAMPLE_SEED + number)
+        ids = torch.tensor([tokenizer.encode(prompt)], device=device)
+        tokens = model.generate(ids, generator=generator, **SAMPLE_SETTINGS)[0].tolist()
+        texts.append(
+            {"prompt": prompt, "seed": SAMPLE_SEED + number, "text": tokenizer.decode(tokens)}
+        )
+    samples = {"settings": dict(SAMPLE_SETTINGS), "texts": texts}
+    return bits, samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", required=True, help="the JSON file to write")
@@ -165,6 +221,12 @@ def main() -> None:
         else:
             overrides.append(override)
     run = configs.resolve("shakespeare-char-gpu", overrides)
+    if run.model["block_size"] < WINDOW - 1:
+        sys.exit(
+            f"gpu_check: block_size={run.model['block_size']} cannot read chapter 11's held-out "
+            f"windows of {WINDOW} characters, which every model of chapters 11 and 12 is scored "
+            f"on: give block_size={WINDOW - 1} or more"
+        )
     results_path = Path(args.results).resolve()
     device_probe = (
         torch.device("cuda")
@@ -206,6 +268,13 @@ def main() -> None:
         peak_flops(hardware(device)["name"]) if device.type == "cuda" else (None, "not a GPU")
     )
     per_token = gpt_flops_per_token(shape)
+    bits, samples = language_model(model, load_tokenizer_of(data), val_data, device)
+    print(
+        f"bits/character  {bits['held_out']['bits_per_character']:.4f} on chapter 11's "
+        f"held-out windows, {bits['own_context']['bits_per_character']:.4f} at context "
+        f"{shape.block_size}",
+        flush=True,
+    )
 
     use_tf32_products(device)  # as train() set it: the fp32 row below has TF32 products
     ablations = []
@@ -293,7 +362,12 @@ def main() -> None:
             "mfu": mfu(tokens_per_s, per_token, peak) if peak else None,
             "peak_memory_gib": memory,
             "val_losses": [list(pair) for pair in result.val_losses],
+            "train_loss_means": interval_means(
+                result.train_losses, [step for step, _ in result.val_losses]
+            ),
         },
+        "bits_per_character": bits,
+        "samples": samples,
         "ablations": ablations,
         "attention": attention,
     }

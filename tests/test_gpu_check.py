@@ -1,24 +1,29 @@
 """benchmarks/gpu_check.sh runs end to end on the CPU with a tiny override, and its results file
 reads back through mini_llm.engine.results, which refuses it as a GPU result; chapter 12's
-table, figure and text of it (book/booklib/gpu_results.py) are made from it."""
+table and figures of it (book/booklib/gpu_results.py) are made from it."""
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from booklib.gpu_results import (
-    describe_gpu_results,
-    plot_gpu_results,
+    ablation_label,
+    plot_attention,
+    plot_curves_in_bits,
+    plot_step_comparisons,
     step_mfu,
     summary_rows,
-    summary_sentence,
     timing_spread,
 )
 
-from mini_llm.engine.results import ResultsError, read_gpu_results
+from mini_llm.engine.data import load_split
+from mini_llm.engine.results import ResultsError, interval_means, read_gpu_results
+from mini_llm.experiments import ch11_gpt_cpu
+from mini_llm.experiments.shakespeare import held_out_windows
 from mini_llm.flops import mfu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +32,7 @@ TINY = [
     "n_layer=1",
     "n_head=2",
     "n_embd=32",
-    "block_size=32",
+    "block_size=64",  # chapter 11's held-out windows are read at 64 characters
     "batch_size=4",
     "max_iters=20",
     "eval_interval=10",
@@ -59,8 +64,9 @@ def test_gpu_check_script_runs_on_cpu_and_writes_one_results_file(tmp_path):
     results = tmp_path / "smoke.json"
     done = run_check(results)
     assert done.returncode == 0, done.stderr[-3000:]
-    for label in ("tokens/s", "MFU", "val loss", "peak memory", "20 steps of 4x32 tokens"):
+    for label in ("tokens/s", "MFU", "val loss", "peak memory", "20 steps of 4x64 tokens"):
         assert label in done.stdout
+    assert "on chapter 11's held-out windows" in done.stdout
     assert list(tmp_path.iterdir()) == [results]  # one file, nothing else
     with pytest.raises(ResultsError, match="not on a CUDA GPU"):
         read_gpu_results(results)
@@ -78,15 +84,68 @@ def test_gpu_check_script_runs_on_cpu_and_writes_one_results_file(tmp_path):
     lengths = [(row["block_size"], row["attention"]) for row in smoke["attention"]]
     assert lengths == [(1024, "fused"), (1024, "explicit"), (2048, "fused"), (2048, "explicit")]
     assert all(row["ms_per_step"] > 0 for row in smoke["attention"] + smoke["ablations"])
-    figure = plot_gpu_results(smoke)  # what chapter 12 draws from a GPU file
-    loss, comparisons, times, memory = figure.axes
-    assert [list(p) for p in zip(*loss.lines[0].get_data())] == smoke["train"]["val_losses"]
-    assert len(comparisons.containers[0]) == len(smoke["ablations"])
-    for axes in (times, memory):
-        assert [line.get_label() for line in axes.lines] == ["fused", "explicit"]
-    assert smoke["hardware"]["name"] in figure.get_suptitle()
-    assert summary_sentence(smoke).startswith("the recorded GPU run has no profiled step")
+    check_the_language_model(smoke)
+    check_the_figures(smoke)
     assert "short run: eager, fp32, timed again" in dict(summary_rows(smoke))  # the repeat
+
+
+def check_the_language_model(smoke: dict) -> None:
+    """The smoke file records the trained model as chapter 12 shows it: bits per character on
+    chapter 11's windows and at its own context, chapter 11's samples, the training curve."""
+    run, bits = smoke["train"], smoke["bits_per_character"]
+    val_ids = load_split(ROOT / "data" / "prepared" / "shakespeare-char", "val")
+    held_out = held_out_windows(val_ids)  # the windows chapter 11 scores every model on
+    assert (bits["held_out"]["windows"], bits["held_out"]["window"]) == tuple(held_out.shape)
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    assert bits["held_out"]["sha256"] == gpu_check.windows_digest(held_out)
+    own = bits["own_context"]
+    assert own["window"] == run["block_size"] + 1 and own["val_characters"] == len(val_ids)
+    assert own["windows"] == len(val_ids) // own["window"]  # they tile the validation text
+    # in bits, not nats: both scores are near the run's last validation estimate over ln 2
+    last = run["val_losses"][-1][1] / math.log(2)
+    for score in (bits["held_out"]["bits_per_character"], own["bits_per_character"]):
+        assert score == pytest.approx(last, abs=0.15)
+    assert bits["precision"] == "float32"
+    samples = smoke["samples"]
+    assert samples["settings"] == ch11_gpt_cpu.SAMPLE_SETTINGS  # chapter 11's, to compare
+    assert [s["prompt"] for s in samples["texts"]] == ch11_gpt_cpu.PROMPTS
+    assert [s["seed"] for s in samples["texts"]] == [
+        ch11_gpt_cpu.SEED + number for number in range(len(ch11_gpt_cpu.PROMPTS))
+    ]
+    for sample in samples["texts"]:  # one character a token: the prompt, then the new ones
+        assert sample["text"].startswith(sample["prompt"])
+        assert len(sample["text"]) == len(sample["prompt"]) + samples["settings"]["max_new_tokens"]
+    assert len({s["text"][len(s["prompt"]) :] for s in samples["texts"]}) == 3
+    means = run["train_loss_means"]
+    assert [step for step, _ in means] == [10, 20]
+    assert all(math.isfinite(loss) and 0 < loss < 10 for _, loss in means)
+
+
+def check_the_figures(smoke: dict) -> None:
+    run, tokens = smoke["train"], smoke["train"]["batch_size"] * smoke["train"]["block_size"]
+    curves = plot_curves_in_bits(smoke).axes[0]  # what chapter 12 draws from a GPU file
+    val, train, star = curves.lines
+    assert list(val.get_xdata()) == [10 * tokens, 20 * tokens]  # step 0 read nothing
+    assert list(val.get_ydata()) == pytest.approx(
+        [loss / math.log(2) for _, loss in run["val_losses"][1:]]
+    )
+    assert list(train.get_ydata()) == pytest.approx(
+        [loss / math.log(2) for _, loss in run["train_loss_means"]]
+    )
+    assert list(star.get_ydata()) == [smoke["bits_per_character"]["held_out"]["bits_per_character"]]
+    assert curves.get_xscale() == "log" and curves.get_ylabel() == "bits per character"
+    comparisons = plot_step_comparisons(smoke).axes[0]
+    assert len(comparisons.containers[0]) == len(smoke["ablations"])
+    for axes in plot_attention(smoke).axes:
+        assert [line.get_label() for line in axes.lines] == ["fused", "explicit"]
+
+
+def test_a_model_that_cannot_read_chapter_11s_windows_is_refused_at_once(tmp_path):
+    done = run_check(tmp_path / "smoke.json", "block_size=32")
+    assert done.returncode != 0 and "held-out windows of 65 characters" in done.stderr
+    assert not (tmp_path / "smoke.json").exists()
 
 
 def test_a_cpu_run_is_refused_a_place_in_the_book(tmp_path):
@@ -176,41 +235,6 @@ def recorded_run() -> dict:
     return results
 
 
-def test_the_description_words_each_comparison_by_the_numbers():
-    results = recorded_run()
-    text = " ".join(describe_gpu_results(results).split())
-    assert "fell from 4.00 to 1.500" in text and "3 evaluations" in text
-    assert "(one every 50 steps)" in text and "30 s of wall clock" in text
-    # the compiled step alone: 100 steps of 12 ms are 1.2 s, 4% of the run's 30 s
-    assert "takes 12.0 ms: 100 of them make 1 s, 4% of the run's wall clock" in text
-    step = mfu(4 * 8 / 0.012, 6000.0, 1e15)
-    assert "1.0% over the wall clock" in text and f"{step:.1%} for the training step" in text
-    assert "only 8.0 ms of it (53%)" in text and "one every 30 µs" in text
-    assert "the step falls to 12.0 ms" in text and "default mode" in text
-    assert "2.5 times as fast as eager and 2.0 times as fast as compiled" in text
-    # the spread of the same step timed twice decides which effects are worded as real
-    assert "15.0 and 20.0 ms, 33% apart" in text
-    assert "compilation's 1.25× over eager is within it" in text
-    assert "CUDA graphs' 2.50× over eager is beyond it" in text
-    assert "took 17.0 ms, between the two: this run cannot tell" in text
-    assert (
-        "6.0 times as much" in text
-        and "memory grows 4.0-fold and the fused step's 2.0-fold" in text
-    )
-    assert "The fused step took 20.0 ms at 1,024 tokens and 20.0 ms at 2,048" in text
-    assert "twice the tokens in no more time, a difference within the spread" in text
-    results["ablations"][0]["ms_per_step"] = 16.0  # compiled slower than eager
-    results["ablations"][4]["ms_per_step"] = 25.0  # TF32 outside the two bf16 timings
-    results["attention"][2]["ms_per_step"] = 40.0  # fused: twice the time at twice the tokens
-    text = " ".join(describe_gpu_results(results).split())
-    assert "the step rises to 16.0 ms" in text and "took 25.0 ms, slower than both" in text
-    assert "compilation's" not in text  # no gain to word
-    assert "2.00 times the time, a difference beyond the spread" in text
-    assert "waits on something other than its arithmetic" not in text
-    results["ablations"][4]["ms_per_step"] = 10.0
-    assert "took 10.0 ms, faster than both" in describe_gpu_results(results)
-
-
 def test_the_table_gives_both_mfus_and_labels_the_wall_clock():
     results = recorded_run() | {"peak_source": "dense bf16 peak (data sheet)"}
     rows = dict(summary_rows(results))
@@ -228,19 +252,9 @@ def test_the_table_gives_both_mfus_and_labels_the_wall_clock():
     assert timing_spread(results) == (15.0, 20.0)
 
 
-def test_the_summary_sentence_says_which_gains_stand_out_of_the_spread():
-    text = summary_sentence(recorded_run())
-    assert "kept the GPU busy for 53% of its time" in text
-    assert "compilation made it 1.25 times as fast (within the spread" in text
-    assert "CUDA graphs made it 2.50 times as fast" in text
-    assert text.count("within the spread") == 1
-
-
-def test_the_figure_draws_the_file_in_labelled_units():
+def test_the_figures_draw_the_file_in_labelled_units():
     results = recorded_run()
-    figure = plot_gpu_results(results)
-    _, comparisons, times, memory = figure.axes
-    assert figure.get_suptitle() == "GPU X, PyTorch 2.0"  # no timestamp
+    comparisons = plot_step_comparisons(results).axes[0]
     assert comparisons.get_xlabel().startswith("M tokens/s")
     bars = comparisons.containers[0]
     labels = [tick.get_text() for tick in comparisons.get_yticklabels()]
@@ -249,18 +263,62 @@ def test_the_figure_draws_the_file_in_labelled_units():
     assert shown["compiled with CUDA graphs, bf16"] == pytest.approx(32 / 6.0 / 1000)
     repeat = labels.index("eager, bf16, timed again")
     assert bars[repeat].get_hatch() == ".."  # the repeat is marked
+    assert sorted(labels) == sorted(ablation_label(results, row) for row in results["ablations"])
+    assert labels[:2] == ["eager, bf16", "eager, bf16, timed again"]  # eager rows first
     assert "timed twice" in comparisons.get_legend().get_texts()[0].get_text()
+    times, memory = plot_attention(results).axes
     for axes, key in ((times, "ms_per_step"), (memory, "peak_memory_gib")):
         assert axes.get_xscale() == axes.get_yscale() == "log"
         explicit = [r[key] for r in results["attention"] if r["attention"] == "explicit"]
         assert list(axes.lines[1].get_ydata()) == explicit
 
 
-def test_the_description_leaves_out_what_the_file_does_not_measure():
-    results = recorded_run()
-    results["ablations"] = [row for row in results["ablations"] if row["what"] == "precision"]
-    results["attention"] = []
-    text = describe_gpu_results(results)
-    assert "fell from 4.00 to 1.500" in text
-    for absent in ("kernels", "CUDA graphs", "timed twice", "explicit attention"):
-        assert absent not in text
+def test_the_curves_are_in_bits_against_tokens_read_and_draw_what_the_file_holds():
+    results = recorded_run()  # recorded before the language-model figures: one line
+    (val,) = plot_curves_in_bits(results).axes[0].lines
+    assert list(val.get_xdata()) == [50 * 32, 100 * 32]
+    assert list(val.get_ydata()) == pytest.approx([2.0 / math.log(2), 1.5 / math.log(2)])
+    results["train"]["train_loss_means"] = [[50, 3.0], [100, 1.8]]
+    results["bits_per_character"] = {"held_out": {"bits_per_character": 2.5}}
+    reference = {
+        "label": "CPU",
+        "tokens_per_step": 10,
+        "val_losses": [[0, 4.0], [20, 3.0]],
+        "train_loss_means": [],
+        "held_out": 4.2,
+    }
+    axes = plot_curves_in_bits(results, reference).axes[0]
+    assert [line.get_label().split(": ")[-1] for line in axes.lines] == [
+        "validation estimate",
+        "training loss",
+        "held-out windows",
+        "validation estimate",
+        "held-out windows",
+    ]
+    assert list(axes.lines[2].get_xdata()) == [100 * 32]  # the star at the run's end
+    assert list(axes.lines[3].get_xdata()) == [200] and list(axes.lines[4].get_ydata()) == [4.2]
+
+
+def test_training_losses_are_averaged_over_each_evaluation_interval():
+    losses = [[step, float(step)] for step in range(1, 21)]  # step s: the s-th update's loss
+    assert interval_means(losses, [0, 10, 20]) == [[10, 5.5], [20, 15.5]]
+    assert interval_means(losses, [0]) == []
+
+
+def test_a_file_recorded_before_the_language_model_figures_stays_readable(tmp_path):
+    committed = read_gpu_results(ROOT / "book" / "results" / "gpu_check.json")
+    assert committed is not None
+    lacking = {key: value for key, value in committed.items() if key not in ("samples",
+               "bits_per_character")}  # fmt: skip
+    path = tmp_path / "gpu_check.json"
+    path.write_text(json.dumps(lacking))
+    assert read_gpu_results(path)["train"] == committed["train"]
+    # where the new keys are there, their parts are checked
+    partial = lacking | {"bits_per_character": {"held_out": {"bits_per_character": 1.9}}}
+    path.write_text(json.dumps(partial))
+    with pytest.raises(ResultsError, match="'bits_per_character' lacks own_context"):
+        read_gpu_results(path)
+    samples = {"settings": {"max_new_tokens": 4, "temperature": 1.0}, "texts": [{"prompt": "A"}]}
+    path.write_text(json.dumps(lacking | {"samples": samples}))
+    with pytest.raises(ResultsError, match=r"samples.texts\[0\]' lacks seed, text"):
+        read_gpu_results(path)
