@@ -82,18 +82,6 @@ class PositionWiseFeedForward(nn.Module):
         )
 
 
-def _residual(x, sublayer, norm, norm_first: bool):
-    """x + sublayer(norm(x)) (pre-LN) or norm(x + sublayer(x)) (post-LN).
-
-    ``sublayer`` returns ``(output, attention weights or None)``; the weights are passed on.
-    """
-    if norm_first:
-        out, weights = sublayer(norm(x))
-        return x + out, weights
-    out, weights = sublayer(x)
-    return norm(x + out), weights
-
-
 def attention_sublayer(
     x: torch.Tensor,
     source: torch.Tensor | None,
@@ -116,9 +104,11 @@ def attention_sublayer(
     """
 
     def attend(h):
-        return multi_head_attention(h, W_q, W_k, W_v, W_o, n_heads, mask, source=source)
+        return multi_head_attention(h, W_q, W_k, W_v, W_o, n_heads, mask, source=source)[0]
 
-    return _residual(x, attend, lambda h: layer_norm(h, gamma, beta), norm_first)[0]
+    if norm_first:
+        return x + attend(layer_norm(x, gamma, beta))
+    return layer_norm(x + attend(x), gamma, beta)
 
 
 class EncoderLayer(nn.Module):
@@ -126,22 +116,34 @@ class EncoderLayer(nn.Module):
 
     ``forward(x, src_mask)`` returns the new x (B, S, d) and the self-attention weights
     (B, H, S, S). ``src_mask`` broadcasts to (B, S, S), e.g. (B, 1, S) to hide padding.
+    ``dropout`` (the paper's P_drop, 0.1) zeroes each sub-layer's output at random in training,
+    before it is added to the stream; 0, this chapter's setting, switches it off.
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, d_ff: int | None = None, norm_first: bool = False
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int | None = None,
+        norm_first: bool = False,
+        dropout: float = 0.0,
     ):
         super().__init__()
         self.norm_first = norm_first
         self.self_attention = MultiHeadAttention(d_model, n_heads)
         self.feed_forward = PositionWiseFeedForward(d_model, d_ff)
         self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None):
-        x, weights = _residual(
-            x, lambda h: self.self_attention(h, src_mask), self.norm1, self.norm_first
-        )
-        x, _ = _residual(x, lambda h: (self.feed_forward(h), None), self.norm2, self.norm_first)
+        if self.norm_first:  # pre-LN: x + f(LN(x)), the stream itself never normalised
+            out, weights = self.self_attention(self.norm1(x), src_mask)
+            x = x + self.dropout(out)
+            x = x + self.dropout(self.feed_forward(self.norm2(x)))
+        else:  # post-LN: LN(x + f(x))
+            out, weights = self.self_attention(x, src_mask)
+            x = self.norm1(x + self.dropout(out))
+            x = self.norm2(x + self.dropout(self.feed_forward(x)))
         return x, weights
 
 
@@ -151,11 +153,17 @@ class DecoderLayer(nn.Module):
     ``forward(x, encoder_output, src_mask, tgt_mask)`` returns the new x (B, T, d), the
     self-attention weights (B, H, T, T) and the cross-attention weights (B, H, T, S).
     ``tgt_mask`` (T, T) is causal, so position t never reads the digits after it; ``src_mask``
-    (B, 1, S) hides the source padding from the cross-attention.
+    (B, 1, S) hides the source padding from the cross-attention. ``dropout``: as in
+    :class:`EncoderLayer`.
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, d_ff: int | None = None, norm_first: bool = False
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int | None = None,
+        norm_first: bool = False,
+        dropout: float = 0.0,
     ):
         super().__init__()
         self.norm_first = norm_first
@@ -163,6 +171,7 @@ class DecoderLayer(nn.Module):
         self.cross_attention = MultiHeadAttention(d_model, n_heads)
         self.feed_forward = PositionWiseFeedForward(d_model, d_ff)
         self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model) for _ in range(3))
+        self.dropout = nn.Dropout(dropout)
 
     def forward(
         self,
@@ -171,16 +180,19 @@ class DecoderLayer(nn.Module):
         src_mask: torch.Tensor | None = None,
         tgt_mask: torch.Tensor | None = None,
     ):
-        x, self_weights = _residual(
-            x, lambda h: self.self_attention(h, tgt_mask), self.norm1, self.norm_first
-        )
-        x, cross_weights = _residual(
-            x,
-            lambda h: self.cross_attention(h, src_mask, source=encoder_output),
-            self.norm2,
-            self.norm_first,
-        )
-        x, _ = _residual(x, lambda h: (self.feed_forward(h), None), self.norm3, self.norm_first)
+        memory = encoder_output  # the source of the cross-attention's keys and values
+        if self.norm_first:  # pre-LN: x + f(LN(x))
+            out, self_weights = self.self_attention(self.norm1(x), tgt_mask)
+            x = x + self.dropout(out)
+            out, cross_weights = self.cross_attention(self.norm2(x), src_mask, memory)
+            x = x + self.dropout(out)
+            x = x + self.dropout(self.feed_forward(self.norm3(x)))
+        else:  # post-LN: LN(x + f(x))
+            out, self_weights = self.self_attention(x, tgt_mask)
+            x = self.norm1(x + self.dropout(out))
+            out, cross_weights = self.cross_attention(x, src_mask, memory)
+            x = self.norm2(x + self.dropout(out))
+            x = self.norm3(x + self.dropout(self.feed_forward(x)))
         return x, self_weights, cross_weights
 
 
@@ -192,7 +204,7 @@ class Transformer(nn.Module):
     returns ``(logits, loss)`` with teacher forcing (the decoder reads <s> and the correct
     previous tokens), and :meth:`translate` decodes greedily. Id 0 is padding in both
     vocabularies. With ``norm_first`` (pre-LN) each stack ends with one more LayerNorm, since
-    the residual stream itself is never normalised.
+    the residual stream itself is never normalised; ``dropout`` goes to every layer.
     """
 
     def __init__(
@@ -206,6 +218,7 @@ class Transformer(nn.Module):
         d_ff: int | None = None,
         max_len: int = 64,
         norm_first: bool = False,
+        dropout: float = 0.0,
     ):
         super().__init__()
         self.bos_id, self.d_model = bos_id, d_model
@@ -219,10 +232,10 @@ class Transformer(nn.Module):
                 embedding.weight[0].zero_()
         self.positions = PositionalEncoding(max_len, d_model)
         self.encoder_layers = nn.ModuleList(
-            EncoderLayer(d_model, n_heads, d_ff, norm_first) for _ in range(n_layers)
+            EncoderLayer(d_model, n_heads, d_ff, norm_first, dropout) for _ in range(n_layers)
         )
         self.decoder_layers = nn.ModuleList(
-            DecoderLayer(d_model, n_heads, d_ff, norm_first) for _ in range(n_layers)
+            DecoderLayer(d_model, n_heads, d_ff, norm_first, dropout) for _ in range(n_layers)
         )
         self.encoder_norm = LayerNorm(d_model) if norm_first else nn.Identity()
         self.decoder_norm = LayerNorm(d_model) if norm_first else nn.Identity()

@@ -7,10 +7,19 @@ import re
 
 import numpy as np
 import pytest
+import torch
 from _book_helpers import glued_fixture, glued_values, html_tables, page_fixture, shown
 
-from mini_llm.seq2seq import BOS, Seq2Seq, is_held_out, number_pairs, vocabularies
-from mini_llm.transformer import Transformer, transformer_parameter_count
+from mini_llm.engine.recorded import (
+    RecordingError,
+    checkpoint_path,
+    load_weights,
+    read_recording,
+    write_recording,
+)
+from mini_llm.experiments import ch09_transformer_vs_gru as experiment
+from mini_llm.seq2seq import is_held_out, number_pairs, vocabularies
+from mini_llm.transformer import transformer_parameter_count
 
 PAGE = "ch09_transformer"
 
@@ -78,7 +87,101 @@ def _percent(cell: str) -> list[float]:
     return [float(v) / 100 for v in found.groups()]
 
 
-def test_transformer_against_gru(built_book, page, glued):
+@pytest.fixture(scope="module")
+def recording():
+    return read_recording(experiment.NAME)
+
+
+def _seeds(recording, key, subset="all"):
+    return [run["exact_match"][subset] for run in recording["results"]["models"][key]["runs"]]
+
+
+def test_the_recording_is_whole_and_of_the_page_s_experiment(recording):
+    """The committed results file: a full-size run of this experiment, every model with its
+    three seeds, the whole loss curve and the scores on every group of test numbers."""
+    assert recording["command"] == "mini-llm record ch09-transformer-vs-gru"
+    assert not recording["tiny"] and recording["schema"] == 1
+    results = recording["results"]
+    settings = results["settings"]
+    assert settings["steps"] == experiment.STEPS and settings["batch"] == experiment.BATCH
+    assert settings["seeds"] == list(experiment.SEEDS) and settings["threads"] == 1
+    assert list(results["models"]) == list(experiment.MODELS)
+    subsets = results["data"]["subsets"]
+    assert subsets["all"] == results["data"]["test_numbers"] == experiment.TEST_PAIRS
+    assert sum(n for name, n in subsets.items() if name != "all") == subsets["all"]
+    for key, model in results["models"].items():
+        family, width, norm_first = experiment.MODELS[key]
+        assert (model["family"], model["width"], model["norm_first"]) == (
+            family,
+            width,
+            norm_first,
+        )
+        built = experiment.build(key, 0)
+        assert model["parameters"] == sum(p.numel() for p in built.parameters())
+        assert [run["seed"] for run in model["runs"]] == settings["seeds"]
+        for run in model["runs"]:
+            assert len(run["losses"]) == settings["steps"]
+            assert set(run["exact_match"]) == set(subsets)
+            assert all(0 <= v <= 1 for v in run["exact_match"].values())
+            assert 0 < run["cpu_seconds"] and 0 < run["seconds"]
+    kept = results["checkpoint"]
+    assert kept["model"] == experiment.CHECKPOINTED and kept["seed"] == settings["seeds"][0]
+    assert checkpoint_path(recording, "model").stat().st_size < 5 * 2**20
+
+
+def test_the_experiment_runs_end_to_end_at_a_tiny_size(tmp_path):
+    """``run(out, tiny=True)``: the same code as the recording, every model, written and read
+    back as ``mini-llm record`` does; a tiny recording is refused as a result."""
+    before = torch.get_num_threads()
+    try:
+        outcome = experiment.run(tmp_path, tiny=True)
+    finally:
+        torch.set_num_threads(before)
+    path = write_recording(
+        experiment.NAME,
+        outcome.results,
+        command="mini-llm record ch09-transformer-vs-gru --tiny",
+        wall_seconds=1.0,
+        tiny=True,
+        checkpoints=outcome.checkpoints,
+        out_dir=tmp_path,
+    )
+    with pytest.raises(RecordingError, match="tiny"):
+        read_recording(experiment.NAME, tmp_path)
+    tiny = read_recording(experiment.NAME, tmp_path, allow_tiny=True)
+    assert path == tmp_path / f"{experiment.NAME}.json"
+    results = tiny["results"]
+    assert list(results["models"]) == list(experiment.MODELS)
+    assert results["settings"]["steps"] == experiment.TINY["steps"]
+    for model in results["models"].values():
+        assert len(model["runs"]) == len(experiment.TINY["seeds"])
+        assert all(len(run["losses"]) == experiment.TINY["steps"] for run in model["runs"])
+    assert results["data"]["overlap"] == 0
+    # the checkpoint holds the kept model's weights, which score as recorded
+    key, seed = results["checkpoint"]["model"], results["checkpoint"]["seed"]
+    model = load_weights(experiment.build(key, seed), checkpoint_path(tiny, "model", tmp_path))
+    assert sum(p.numel() for p in model.parameters()) == results["models"][key]["parameters"]
+
+
+def test_the_page_says_where_and_how_it_was_recorded(page, recording):
+    _, text = page
+    flat = " ".join(text.split())
+    machine = recording["hardware"]
+    assert f"$ {recording['command']}" in flat
+    minutes = f"{recording['wall_seconds'] / 60:.0f}"
+    commit = recording["commit"][:10] + recording["commit"][40:]  # "(+ uncommitted changes)"
+    assert (
+        f"recorded {recording['date'][:10]} at commit {commit}, in "
+        f"{minutes} minutes, on {machine['name']} ({machine['capability']}), 1 thread, "
+        f"PyTorch {machine['torch']}"
+    ) in flat
+    assert "book/results/ch09-transformer-vs-gru.json" in flat
+    assert "mini_llm.experiments.ch09_transformer_vs_gru" in flat
+
+
+def test_transformer_against_gru(built_book, page, glued, recording):
+    results = recording["results"]
+    settings, models, data = results["settings"], results["models"], results["data"]
     assert shown(page, glued, "ch09_overlap") == 0  # disjoint by construction, and counted
     trained = shown(page, glued, "ch09_trained_numbers", ",")
     # "chapter 7's budget": the steps and pairs per step that chapter 7's page glued
@@ -86,100 +189,131 @@ def test_transformer_against_gru(built_book, page, glued):
     steps, batch = shown(page, glued, "ch09_steps"), shown(page, glued, "ch09_batch")
     assert steps == int(str(chapter_7["ch07_steps"]).replace(",", ""))
     assert batch == int(chapter_7["ch07_batch"])
-    # the page's training streams and test set, drawn again: disjoint, and counted right
+    assert (steps, batch) == (settings["steps"], settings["batch"])
+    assert shown(page, glued, "ch09_warmup") == settings["warmup_iters"] > 0
+    assert shown(page, glued, "ch09_held_out_one_in") == 5
+    # the run's training streams and test set, drawn again: disjoint, and counted right
     streams = set()
-    for seed in (0, 1, 2):
+    for seed in settings["seeds"]:
         rng = np.random.default_rng(seed)
         for _ in range(steps):
             streams |= {int("".join(d)) for _, d in number_pairs(batch, rng, "train")}
     test_pairs = number_pairs(1000, np.random.default_rng(99), "test", distinct=True)
     test = {int("".join(d)) for _, d in test_pairs}
-    assert len(streams) == trained and len(test) == 1000 and not streams & test
+    assert len(streams) == trained == data["trained_numbers"] and len(test) == 1000
+    assert not streams & test
     assert all(is_held_out(n) for n in test) and not any(is_held_out(n) for n in streams)
-    raw, _ = page
-    table = next(rows for rows in html_tables(raw) if rows and rows[0][0] == "test numbers")
-    assert table[0][1:] == ["GRU + attention", "Transformer"]
-
-    def group(low, high):
-        return sum(low <= len(words) <= high for words, _ in test_pairs)
-
     longest = max(len(words) for words, _ in test_pairs)
-    assert [row[0] for row in table[1:]] == [
-        f"all ({len(test_pairs):,})",
-        f"1–3 words ({group(1, 3)})",
-        f"4–6 words ({group(4, 6)})",
-        f"7–{longest} words ({group(7, longest)})",
-        "seconds per run",
+    assert shown(page, glued, "ch09_longest") == longest
+    assert shown(page, glued, "ch09_long_from") == 7
+    # the table: one row per recorded model, in the recording's order
+    raw, _ = page
+    table = next(rows for rows in html_tables(raw) if rows and rows[0][-1] == "CPU seconds per run")
+    assert table[0] == [
+        "model",
+        "width",
+        "parameters",
+        "test numbers right (1,000)",
+        "CPU seconds per run",
     ]
-    assert shown(page, glued, "ch09_longest") == longest  # "the longest inputs, 7 to N words"
-    cells = {
-        name: [_percent(row[column]) for row in table[1:5]]
-        for column, name in enumerate(table[0][1:], start=1)
+    names = {
+        "gru-44": "GRU + attention",
+        "post-32": "Transformer, post-LN",
+        "pre-32": "Transformer, pre-LN",
+        "gru-64": "GRU + attention",
+        "post-48": "Transformer, post-LN",
+        "pre-48": "Transformer, pre-LN",
     }
-    for name, key in (("GRU + attention", "gru"), ("Transformer", "tf")):
-        for mean, low, high in cells[name]:
-            assert low <= mean <= high  # mean (min-max) over the seeds
-            assert (mean == 1.0) == (low == 1.0)  # a miss is never shown as 100.0%
-        mean, low, high = cells[name][0]
-        # the prose gives two decimals, so a mean of 99.97% is not shown as 100.0%
-        everything = shown(page, glued, f"ch09_{key}_all", ".2%")
-        assert everything == pytest.approx(mean, abs=5e-4)
-        assert (format(everything, ".2%") == "100.00%") == (low == 1.0)
-        assert shown(page, glued, f"ch09_{key}_long", ".2%") == pytest.approx(
-            cells[name][3][0], abs=5e-4
-        )
-        assert shown(page, glued, f"ch09_{key}_seconds", ".1f") > 0
-    verdict = shown(page, glued, "ch09_verdict")
-    # the prose and the summary give the same means (the first check above finds any one copy)
-    gru_all, tf_all = glued["ch09_gru_all"], glued["ch09_tf_all"]
+    assert [row[0] for row in table[1:]] == [names[key] for key in models]
+    for row, (key, model) in zip(table[1:], models.items(), strict=True):
+        assert row[1:3] == [str(model["width"]), f"{model['parameters']:,}"]
+        mean, low, high = _percent(row[3])
+        seeds = _seeds(recording, key)
+        assert mean == pytest.approx(np.mean(seeds), abs=5e-4)
+        assert (low, high) == pytest.approx((min(seeds), max(seeds)), abs=5e-4)
+        assert (mean == 1.0) == (low == 1.0)  # a miss is never shown as 100.0%
+        cpu = np.mean([run["cpu_seconds"] for run in model["runs"]])
+        assert row[4] == f"{cpu:.1f}"
+    # the sizes and scores the prose states, at both sizes
+    sizes = {"": ("gru-64", "post-48", "pre-48"), "_small": ("gru-44", "post-32", "pre-32")}
+    for suffix, keys in sizes.items():
+        for name, key in zip(("gru", "post", "pre"), keys, strict=True):
+            params = shown(page, glued, f"ch09_{name}{suffix}_params", ",")
+            assert params == models[key]["parameters"]
+            accuracy = shown(page, glued, f"ch09_{name}{suffix}_all", ".2%")
+            assert accuracy == pytest.approx(np.mean(_seeds(recording, key)))
+    ratio = shown(page, glued, "ch09_size_ratio", ".2f")
+    assert ratio == pytest.approx(models["pre-48"]["parameters"] / models["gru-64"]["parameters"])
+    assert 0.9 < ratio < 1.1  # "the same size"
+    old = shown(page, glued, "ch09_old_ratio", ".1f")
+    assert old == pytest.approx(models["gru-64"]["parameters"] / models["post-32"]["parameters"])
+    # "the GRU is still ahead, on every seed", at both sizes
     flat = " ".join(page[1].split())
-    assert (
-        f"The GRU gets {gru_all:.2%} of the test numbers exactly right and the Transformer "
-        f"{tf_all:.2%} (means over three seeds; the table gives one decimal, two where one "
-        f"would show a miss as 100.0%, and the range over the seeds in brackets): {verdict}. "
-        f"On the longest inputs, 7 to {longest} words, they get "
-        f"{glued['ch09_gru_long']:.2%} and {glued['ch09_tf_long']:.2%}."
-    ) in flat
-    assert f"the GRU gets {gru_all:.2%} of the test numbers right and the Transformer" in flat
-    assert f"{glued['ch09_gru_params']:,}, {tf_all:.2%}: {verdict}." in flat
-    better = "Transformer" if glued["ch09_tf_all"] > glued["ch09_gru_all"] else "GRU + attention"
-    worse = ({"Transformer", "GRU + attention"} - {better}).pop()
-    assert f"the {better} is ahead" in verdict
-    separated = cells[better][0][1] > cells[worse][0][2]
-    assert ("ahead on every seed" in verdict) == separated
-    seconds = [f"{glued[f'ch09_{key}_seconds']:.1f}" for key in ("gru", "tf")]
-    assert table[-1][1:] == seconds  # the table's time per run is the one the prose uses
-    # the sizes the page states, counted again on the same models
-    source, target = vocabularies()
-    bos = target.stoi[BOS]
-    gru = sum(p.numel() for p in Seq2Seq(len(source), len(target), bos, dim=64).parameters())
-    tf = Transformer(len(source), len(target), bos, d_model=32, n_heads=4, n_layers=2)
-    tf_size = sum(p.numel() for p in tf.parameters())
-    assert shown(page, glued, "ch09_gru_params", ",") == gru
-    assert shown(page, glued, "ch09_tf_params", ",") == tf_size
-    ratio = shown(page, glued, "ch09_params_ratio", ".1f")
-    assert ratio == pytest.approx(gru / tf_size) and ratio > 1  # "the GRU is ... as large"
-    # "the Transformer's loss falls more slowly": higher at half the budget
-    assert shown(page, glued, "ch09_half_steps") == steps // 2
-    tf_half = shown(page, glued, "ch09_tf_loss_half", ".3f")
-    gru_half = shown(page, glued, "ch09_gru_loss_half", ".3f")
-    assert tf_half > gru_half
-    assert shown(page, glued, "ch09_tf_loss_end", ".3f") < tf_half
-    assert shown(page, glued, "ch09_gru_loss_end", ".3f") < gru_half
-    # "training loss (mean of 20 steps and of the seeds)": the window of those averages, which
-    # stays inside the half of the budget it speaks for
+    assert "At the same size, the GRU is still ahead, on every seed." in flat
+    for gru, post, pre in (("gru-44", "post-32", "pre-32"), ("gru-64", "post-48", "pre-48")):
+        assert min(_seeds(recording, gru)) > max(_seeds(recording, post) + _seeds(recording, pre))
+    assert shown(page, glued, "ch09_gru_worst", ".1%") == min(_seeds(recording, "gru-64"))
+    assert shown(page, glued, "ch09_pre_best", ".1%") == max(_seeds(recording, "pre-48"))
+    # "matching the size closes most of the gap"
+    mean = {key: np.mean(_seeds(recording, key)) for key in models}
+    half = shown(page, glued, "ch09_gap_half", ".1%")
+    same = shown(page, glued, "ch09_gap_same", ".1%")
+    assert half == pytest.approx(mean["gru-64"] - max(mean["post-32"], mean["pre-32"]))
+    assert same == pytest.approx(mean["gru-64"] - max(mean["post-48"], mean["pre-48"]))
+    assert "Matching the size closes most of the gap." in flat and 0 < same < half / 2
+    # "post-LN is ahead of pre-LN on average at both sizes, on every seed at the smaller one;
+    # at the larger one the seeds overlap"
+    assert "post-LN is ahead of pre-LN on average at both sizes" in flat
+    assert mean["post-32"] > mean["pre-32"] and mean["post-48"] > mean["pre-48"]
+    assert min(_seeds(recording, "post-32")) > max(_seeds(recording, "pre-32"))
+    assert min(_seeds(recording, "post-48")) <= max(_seeds(recording, "pre-48"))
+    # the longest numbers, in the folded box: the GRU ahead there too, at both sizes
+    long = f"7–{longest} words"
+    assert shown(page, glued, "ch09_pre_long", ".2%") == pytest.approx(
+        np.mean(_seeds(recording, "pre-48", long))
+    )
+    assert "It does not here: on the longest numbers too, the GRU is ahead" in flat
+    for gru, *transformers in sizes.values():
+        for key in transformers:
+            assert np.mean(_seeds(recording, gru, long)) > np.mean(_seeds(recording, key, long))
+    # "the Transformer's loss falls more slowly": higher at half the budget and at the end
     window = shown(page, glued, "ch09_loss_window")
-    assert f"(mean of {window} steps and of the seeds)" in " ".join(page[1].split())
-    assert 1 < window < steps // 2
+    assert f"(mean of {window} steps and of the seeds)" in flat and 1 < window < steps // 2
+    assert shown(page, glued, "ch09_half_steps") == steps // 2
+
+    def smoothed(key, step):
+        return np.mean([np.mean(r["losses"][step - window : step]) for r in models[key]["runs"]])
+
+    for name, key in (("gru", "gru-64"), ("post", "post-48"), ("pre", "pre-48")):
+        half_loss = shown(page, glued, f"ch09_{name}_loss_half", ".3f")
+        end_loss = shown(page, glued, f"ch09_{name}_loss_end", ".4f")
+        assert half_loss == pytest.approx(smoothed(key, steps // 2))
+        assert end_loss == pytest.approx(smoothed(key, steps)) and end_loss < half_loss
+    for name in ("post", "pre"):
+        assert glued[f"ch09_{name}_loss_half"] > glued["ch09_gru_loss_half"]
+        assert glued[f"ch09_{name}_loss_end"] > glued["ch09_gru_loss_end"]
+    # the time per run: CPU seconds of one thread, "about the same" for the three
+    for name, key in (("gru", "gru-64"), ("post", "post-48"), ("pre", "pre-48")):
+        seconds = shown(page, glued, f"ch09_{name}_seconds", ".1f")
+        assert seconds == pytest.approx(np.mean([r["cpu_seconds"] for r in models[key]["runs"]]))
+        assert 0.8 < seconds / glued["ch09_gru_seconds"] < 1.25
+    assert "on one thread: about the same." in flat
+    assert "Fig. 8.7" in page[1]  # the speed argument points at chapter 8's measurement
+    # no sentence of the comparison is chosen by the code: the prose is written once
+    assert not {"ch09_verdict", "ch09_speed"} & set(glued)
+
+
+def test_the_page_shows_the_layers_code(page):
     _, text = page
-    assert "Fig. 8.7" in text  # the speed argument points at chapter 8's measurement
-    speed = shown(page, glued, "ch09_speed")
-    ratio = glued["ch09_gru_seconds"] / glued["ch09_tf_seconds"]
-    if 0.8 < ratio < 1.25:
-        assert "about the same time" in speed
-    else:
-        assert ("the Transformer is faster" in speed) == (ratio > 1)
-        assert ("the GRU is faster" in speed) == (ratio < 1)
+    flat = " ".join(text.split())
+    for name in ("EncoderLayer", "DecoderLayer.forward"):
+        assert f"From mini_llm.transformer.{name}:" in flat
+    for line in (
+        "x = self.norm1(x + self.dropout(out))",
+        "x = x + self.dropout(self.feed_forward(self.norm2(x)))",
+        "out, cross_weights = self.cross_attention(self.norm2(x), src_mask, memory)",
+    ):
+        assert line in flat
 
 
 def test_heads(page, glued):
@@ -213,11 +347,12 @@ def test_gradients_at_initialisation(page, glued):
         assert shown(page, glued, f"ch09_grad_{key}_max", ".2f") == pytest.approx(
             max(ratios[name]), abs=0.006
         )
-    verdict = shown(page, glued, "ch09_grad_verdict")
-    apart = glued["ch09_grad_post_min"] > glued["ch09_grad_pre_max"]
-    assert (
-        "the ratio of every post-LN seed is larger than that of every pre-LN seed" in verdict
-    ) == apart
+    # written once, in plain prose, and true of the ratios the page printed
+    assert min(ratios["post-LN"]) > max(ratios["pre-LN"]) and min(ratios["post-LN"]) > 1
+    assert "the ratio of every post-LN seed is larger than that of every pre-LN seed" in (
+        " ".join(text.split())
+    )
+    assert "ch09_grad_verdict" not in glued
     assert shown(page, glued, "ch09_ln_d") == 16 and shown(page, glued, "ch09_ln_heads") == 2
     assert shown(page, glued, "ch09_ln_layers") == 6
     assert shown(page, glued, "ch09_grad_pairs") == 256
@@ -244,16 +379,23 @@ def test_post_ln_pre_ln_and_warm_up(page, glued):
         assert shown(page, glued, f"ch09_{kind}_{label}_max", ".2f") == pytest.approx(
             max(values), abs=0.006
         )
-    verdict = shown(page, glued, "ch09_ln_verdict")
+    # the claims are written once, in plain prose; the printed losses must support them
+    flat = " ".join(text.split())
     others = [v for key, values in per_seed.items() if key != ("post", 0) for v in values]
-    behind = min(per_seed["post", 0]) > max(others)
-    assert ("needs the warm-up, the pre-LN stack does not" in verdict) == behind
-    assert "stuck" not in verdict.replace("slow rather than stuck", "")  # no overclaim
-    falling = glued["ch09_ln_still_falling"]
-    if behind:
-        assert (f"on {falling} of its 3 seeds" in verdict) == (falling > 0)
-    finite = all(v != float("inf") for values in per_seed.values() for v in values)
-    assert ("The loss of no run became infinite" in verdict) == finite
-    summary = shown(page, glued, "ch09_ln_summary")
-    apart = glued["ch09_grad_post_min"] > glued["ch09_grad_pre_max"]
-    assert (summary == "the runs of this chapter show both") == (behind and apart)
+    assert min(per_seed["post", 0]) > max(others)
+    assert (
+        "Without warm-up, every post-LN seed ends above every run of the other two settings, "
+        "pre-LN without warm-up included: the deep post-LN stack needs the warm-up, the pre-LN "
+        "stack does not."
+    ) in flat
+    falling = shown(page, glued, "ch09_ln_still_falling")
+    window, drop = shown(page, glued, "ch09_drop_window"), shown(page, glued, "ch09_drop_min")
+    assert 1 <= falling <= 3 and (window, drop) == (50, 0.02)
+    assert (
+        f"slow rather than stuck: on {falling} of its 3 seeds the loss still fell by more than "
+        f"{drop} over the last {window} steps"
+    ) in flat
+    assert all(v != float("inf") for values in per_seed.values() for v in values)
+    assert "The loss of no run became infinite or NaN." in flat
+    assert "the runs of this chapter show both at a depth of 6 + 6 layers" in flat
+    assert not {"ch09_ln_verdict", "ch09_ln_summary"} & set(glued)

@@ -78,6 +78,7 @@ ch08_self_attention sinusoidal_positional_encoding  mini_llm.self_attention
 ch09_transformer    layer_norm                      mini_llm.transformer  also=torch.nn:LayerNorm:layer_norm_module
 ch09_transformer    feed_forward                    mini_llm.transformer  also=mini_llm.gpt:MLP:feed_forward_module
 ch09_transformer    attention_sublayer              mini_llm.transformer
+ch09_transformer    EncoderLayer                    mini_llm.transformer
 ch09_transformer    noam_learning_rate              mini_llm.transformer
 ch09_transformer    transformer_parameter_count     mini_llm.transformer
 ch10_tokenization   count_pairs                     mini_llm.bpe

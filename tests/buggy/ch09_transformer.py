@@ -5,7 +5,9 @@ it answers and is registered in ``BUGS[name]`` with a one-line description; the 
 the notebook must fail every one of them while the reference passes. Among them are the
 mistakes issue 11 lists: normalising over the wrong axis, the unbiased variance, ε outside the
 square root, the residual added after the norm in pre-LN, cross-attention with keys from the
-decoder, and a warm-up off by one. ``ALTERNATIVES`` (at the end) holds correct answers written
+decoder, and a warm-up off by one; and, for the encoder layer (issue 37), the residual or the
+norm in the wrong place, the mask ignored, dropout in evaluation mode or on the stream, one
+LayerNorm used twice and the feed-forward network reading the layer's input. ``ALTERNATIVES`` (at the end) holds correct answers written
 differently, which the hidden tests must accept.
 """
 
@@ -262,6 +264,177 @@ def _(x, source, norm, attend, norm_first):
     return out
 
 
+# ---------------------------------------------------------------------------------- EncoderLayer
+
+
+class _Encoder(transformer.EncoderLayer):
+    """The reference's layers (its ``__init__``, which the answer cell gives); each bug below
+    writes ``forward`` with one mistake."""
+
+
+@bug(
+    "EncoderLayer",
+    "pre_ln_residual_from_norm",
+    "pre-LN adds each sub-layer's output to LN(x) instead of x: the residual in the wrong place",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            out, weights = self.self_attention(h, src_mask)
+            x = h + self.dropout(out)
+            h = self.norm2(x)
+            return h + self.dropout(self.feed_forward(h)), weights
+        out, weights = self.self_attention(x, src_mask)
+        x = self.norm1(x + self.dropout(out))
+        return self.norm2(x + self.dropout(self.feed_forward(x))), weights
+
+
+@bug(
+    "EncoderLayer",
+    "post_ln_norm_inside_residual",
+    "post-LN written as x + LN(f(x)): the norm on the sub-layer's output, not on the sum",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        if self.norm_first:
+            out, weights = self.self_attention(self.norm1(x), src_mask)
+            x = x + self.dropout(out)
+            return x + self.dropout(self.feed_forward(self.norm2(x))), weights
+        out, weights = self.self_attention(x, src_mask)
+        x = x + self.norm1(self.dropout(out))
+        return x + self.norm2(self.dropout(self.feed_forward(x))), weights
+
+
+@bug(
+    "EncoderLayer",
+    "norm_first_swapped",
+    "if not self.norm_first: norm_first=True computes post-LN and False pre-LN",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        if not self.norm_first:
+            out, weights = self.self_attention(self.norm1(x), src_mask)
+            x = x + self.dropout(out)
+            return x + self.dropout(self.feed_forward(self.norm2(x))), weights
+        out, weights = self.self_attention(x, src_mask)
+        x = self.norm1(x + self.dropout(out))
+        return self.norm2(x + self.dropout(self.feed_forward(x))), weights
+
+
+@bug("EncoderLayer", "mask_ignored", "self.self_attention(h): src_mask never reaches attention")
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        if self.norm_first:
+            out, weights = self.self_attention(self.norm1(x))
+            x = x + self.dropout(out)
+            return x + self.dropout(self.feed_forward(self.norm2(x))), weights
+        out, weights = self.self_attention(x)
+        x = self.norm1(x + self.dropout(out))
+        return self.norm2(x + self.dropout(self.feed_forward(x))), weights
+
+
+@bug(
+    "EncoderLayer",
+    "dropout_in_eval",
+    "F.dropout(out, p) without training=: drops at random after .eval() too",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        p = self.dropout.p
+        if self.norm_first:
+            out, weights = self.self_attention(self.norm1(x), src_mask)
+            x = x + F.dropout(out, p)
+            return x + F.dropout(self.feed_forward(self.norm2(x)), p), weights
+        out, weights = self.self_attention(x, src_mask)
+        x = self.norm1(x + F.dropout(out, p))
+        return self.norm2(x + F.dropout(self.feed_forward(x), p)), weights
+
+
+@bug(
+    "EncoderLayer",
+    "dropout_on_the_sum",
+    "dropout on the residual sum x + f(x), not on f(x): the stream itself is dropped",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        if self.norm_first:
+            out, weights = self.self_attention(self.norm1(x), src_mask)
+            x = self.dropout(x + out)
+            return self.dropout(x + self.feed_forward(self.norm2(x))), weights
+        out, weights = self.self_attention(x, src_mask)
+        x = self.norm1(self.dropout(x + out))
+        return self.norm2(self.dropout(x + self.feed_forward(x))), weights
+
+
+@bug(
+    "EncoderLayer",
+    "same_norm_twice",
+    "norm1 for both sub-layers: norm2's gain and bias are never used (nor learned)",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        if self.norm_first:
+            out, weights = self.self_attention(self.norm1(x), src_mask)
+            x = x + self.dropout(out)
+            return x + self.dropout(self.feed_forward(self.norm1(x))), weights
+        out, weights = self.self_attention(x, src_mask)
+        x = self.norm1(x + self.dropout(out))
+        return self.norm1(x + self.dropout(self.feed_forward(x))), weights
+
+
+@bug(
+    "EncoderLayer",
+    "ffn_reads_layer_input",
+    "the feed-forward network reads the layer's input x, not the stream after the attention",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        if self.norm_first:
+            out, weights = self.self_attention(self.norm1(x), src_mask)
+            h = x + self.dropout(out)
+            return h + self.dropout(self.feed_forward(self.norm2(x))), weights
+        out, weights = self.self_attention(x, src_mask)
+        h = self.norm1(x + self.dropout(out))
+        return self.norm2(h + self.dropout(self.feed_forward(x))), weights
+
+
+@bug(
+    "EncoderLayer",
+    "residual_in_place",
+    "pre-LN as x += ...: the right output, and the caller's x changes too",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        if self.norm_first:
+            out, weights = self.self_attention(self.norm1(x), src_mask)
+            x += self.dropout(out)
+            x += self.dropout(self.feed_forward(self.norm2(x)))
+            return x, weights
+        out, weights = self.self_attention(x, src_mask)
+        x = self.norm1(x + self.dropout(out))
+        return self.norm2(x + self.dropout(self.feed_forward(x))), weights
+
+
+@bug(
+    "EncoderLayer",
+    "norm_weights_through_data",
+    "LayerNorm computed from norm.weight.data and .bias.data: gamma and beta never learn",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        def norm(module, h):
+            return F.layer_norm(h, h.shape[-1:], module.weight.data, module.bias.data)
+
+        if self.norm_first:
+            out, weights = self.self_attention(norm(self.norm1, x), src_mask)
+            x = x + self.dropout(out)
+            return x + self.dropout(self.feed_forward(norm(self.norm2, x))), weights
+        out, weights = self.self_attention(x, src_mask)
+        x = norm(self.norm1, x + self.dropout(out))
+        return norm(self.norm2, x + self.dropout(self.feed_forward(x))), weights
+
+
 # ---------------------------------------------------------------------------- noam_learning_rate
 
 
@@ -427,6 +600,53 @@ def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first
     if norm_first:
         return x + attend(F.layer_norm(x, (d,), gamma, beta))
     return F.layer_norm(x + attend(x), (d,), gamma, beta)
+
+
+@correct("EncoderLayer", "functional")
+class _(transformer.EncoderLayer):
+    """The parts written out with torch.nn.functional: F.layer_norm with the norms' weights,
+    F.linear for the feed-forward network, F.dropout that follows the layer's mode."""
+
+    def forward(self, x, src_mask=None):
+        d = x.shape[-1]
+        ffn = self.feed_forward
+
+        def norm(module, h):
+            return F.layer_norm(h, (d,), module.weight, module.bias, module.eps)
+
+        def drop(h):
+            return F.dropout(h, self.dropout.p, self.training)
+
+        def feed(h):
+            hidden = F.relu(F.linear(h, ffn.linear1.weight, ffn.linear1.bias))
+            return F.linear(hidden, ffn.linear2.weight, ffn.linear2.bias)
+
+        if not self.norm_first:
+            attended, weights = self.self_attention(x, src_mask)
+            x = norm(self.norm1, x + drop(attended))
+            return norm(self.norm2, x + drop(feed(x))), weights
+        attended, weights = self.self_attention(norm(self.norm1, x), src_mask)
+        x = x + drop(attended)
+        return x + drop(feed(norm(self.norm2, x))), weights
+
+
+@correct("EncoderLayer", "sublayer_loop")
+class _(transformer.EncoderLayer):
+    """One loop over the two sub-layers, each with its norm."""
+
+    def forward(self, x, src_mask=None):
+        kept = {}
+
+        def attend(h):
+            out, kept["weights"] = self.self_attention(h, mask=src_mask)
+            return out
+
+        for norm, sublayer in ((self.norm1, attend), (self.norm2, self.feed_forward)):
+            if self.norm_first:
+                x = x + self.dropout(sublayer(norm(x)))
+            else:
+                x = norm(x + self.dropout(sublayer(x)))
+        return x, kept["weights"]
 
 
 @correct("noam_learning_rate", "branches")
