@@ -104,3 +104,22 @@ def test_a_checkpoint_of_another_shape_is_refused_naming_the_file(tmp_path):
     with pytest.raises(RecordingError, match="does not hold this model's weights") as caught:
         recorded.load_weights(other, path)
     assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("family", ["RNN", "GRU"])
+def test_the_sweeps_recurrent_checkpoints_give_back_their_recorded_loss(shakespeare, family):
+    """The page opens up the sweep's seed-0 recurrent models of the largest budget."""
+    from mini_llm.experiments.ch11_sweep import build
+
+    recording = read_recording("ch11-sweep")
+    results = recording["results"]
+    tokenizer, _, val_ids = shakespeare
+    model = build(family, tokenizer.vocab_size, results["sizes"])
+    recorded.load_weights(model, recorded.checkpoint_path(recording, family))
+    (run,) = [
+        r
+        for r in results["runs"]
+        if r["family"] == family and r["budget"] == results["budgets"][-1] and r["seed"] == 0
+    ]
+    bits = bits_per_character(model, held_out_windows(val_ids))
+    assert abs(bits - run["bits_per_character"]) <= 1e-4

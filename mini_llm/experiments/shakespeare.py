@@ -48,4 +48,4 @@ def bits_per_character(model, windows: torch.Tensor, batch: int = 64) -> float:
         ).item()
         count += part[:, 1:].numel()
     model.train(was_training)
-    return total / count / np.log(2)
+    return float(total / count / np.log(2))
