@@ -370,6 +370,15 @@ def _(max_len, d_model):
     return torch.cat([torch.sin(angles), torch.cos(angles[:, : d_model - half])], dim=1)
 
 
+@bug(
+    "sinusoidal_positional_encoding",
+    "float64_table",
+    "the right table left in float64: added to float32 embeddings it makes them float64",
+)
+def _(max_len, d_model):
+    return _table(max_len, d_model)
+
+
 _table_bug(
     "power_not_divided",
     "p * 10000^(2i/d): the frequencies grow instead of shrinking",
