@@ -27,11 +27,9 @@ import datetime
 import hashlib
 import json
 import os
-import platform
 import resource
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -42,7 +40,7 @@ import torch
 
 from mini_llm.cli import default_data_dir
 from mini_llm.corpus import load_text
-from mini_llm.engine import configs
+from mini_llm.engine import configs, recorded
 from mini_llm.engine.bench import gpu_work_per_step, train_step_times
 from mini_llm.engine.data import (
     RandomBatches,
@@ -75,59 +73,10 @@ def peak_flops(name: str) -> tuple[float | None, str]:
     return None, "unknown GPU: set PEAK_TFLOPS"
 
 
-def hardware(device: torch.device) -> dict:
-    cuda = device.type == "cuda"
-    driver = "n/a"
-    if cuda:
-        try:
-            driver = (
-                subprocess.run(
-                    ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                    capture_output=True,
-                    text=True,
-                    timeout=30,
-                    check=True,
-                )
-                .stdout.strip()
-                .splitlines()[0]
-            )
-        except (OSError, subprocess.SubprocessError, IndexError):
-            driver = "unknown (nvidia-smi failed)"
-    return {
-        "device": device.type,
-        "name": torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu",
-        "driver": driver,
-        "cuda": torch.version.cuda if cuda else None,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-    }
-
-
 def commit() -> str:
     """The commit the run's code came from. A tree copied to a GPU machine may carry a stale
     .git, or none: there the caller names the commit it copied in GPU_CHECK_COMMIT."""
-    if os.environ.get("GPU_CHECK_COMMIT"):
-        return f"{os.environ['GPU_CHECK_COMMIT']} (named by the caller)"
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown (not a git checkout)"
-    return head + (" (with uncommitted changes)" if dirty else "")
+    return recorded.commit(named_by="GPU_CHECK_COMMIT")
 
 
 def peak_memory_gib(device: torch.device) -> float:
@@ -265,7 +214,9 @@ def main() -> None:
     memory = peak_memory_gib(device)
     tokens_per_s = run.train.max_iters * batch_size * shape.block_size / train_seconds
     peak, peak_source = (
-        peak_flops(hardware(device)["name"]) if device.type == "cuda" else (None, "not a GPU")
+        peak_flops(recorded.hardware(device)["name"])
+        if device.type == "cuda"
+        else (None, "not a GPU")
     )
     per_token = gpt_flops_per_token(shape)
     bits, samples = language_model(model, load_tokenizer_of(data), val_data, device)
@@ -345,7 +296,7 @@ def main() -> None:
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": os.environ.get("GPU_CHECK_COMMAND", shlex.join(sys.argv)),
         "commit": commit(),
-        "hardware": hardware(device),
+        "hardware": recorded.hardware(device),
         "peak_flops": peak,
         "peak_source": peak_source,
         "train": {

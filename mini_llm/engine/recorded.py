@@ -7,7 +7,7 @@ A recording is ``book/results/NAME.json``; beside it may sit small checkpoints
 
     {"schema": 1, "name": "ch11-gpt-cpu", "command": "mini-llm record ch11-gpt-cpu",
      "commit": "4f17547... (+ uncommitted changes)", "date": "2026-12-01T12:00:00Z",
-     "hardware": {"device": "cpu", "name": "AMD EPYC ...", "capability": "AVX2",
+     "hardware": {"device": "cpu", "name": "AMD EPYC ...", "driver": "n/a", "capability": "AVX2",
                   "cores": 2, "torch": "2.13.0+cpu", "python": "3.11.2"},
      "wall_seconds": 171.2, "tiny": false,
      "results": {...what the experiment measured: settings, metrics, curves, samples...},
@@ -40,25 +40,22 @@ class RecordingError(ValueError):
     """A recording that is missing, damaged, of another layout, or only a smoke test."""
 
 
-def commit() -> str:
-    """The repository's commit, marked when the working tree has changes; ``MINI_LLM_COMMIT``
-    names it for a tree copied without its ``.git``."""
-    if os.environ.get("MINI_LLM_COMMIT"):
-        return f"{os.environ['MINI_LLM_COMMIT']} (named by the caller)"
+def commit(named_by: str = "MINI_LLM_COMMIT") -> str:
+    """The repository's commit, marked when tracked files have changes. A tree copied to
+    another machine without its ``.git`` (or with a stale one) names it in ``$named_by``."""
+    if os.environ.get(named_by):
+        return f"{os.environ[named_by]} (named by the caller)"
     root = Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=True
+        ).stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (no git repository)"
+        head, dirty = git("rev-parse", "HEAD"), git("status", "--porcelain", "-uno")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not a git checkout)"
     return f"{head} (+ uncommitted changes)" if dirty else head
 
 
@@ -72,29 +69,37 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def gpu_driver() -> str:
+    try:
+        return subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "unknown (nvidia-smi failed)"
+
+
 def hardware(device: torch.device | str = "cpu") -> dict:
-    """What a run's speed and rounding depend on: the processor, its vector units (or the GPU
-    and its driver), threads and versions."""
+    """What a run's speed and rounding depend on: the processor and its vector units, or the
+    GPU and its driver, and the versions."""
     device = torch.device(device)
     common = {"torch": torch.__version__, "python": platform.python_version()}
     if device.type == "cuda":
-        driver = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            check=False,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
         return {
             "device": "cuda",
             "name": torch.cuda.get_device_name(device),
-            "driver": driver or "unknown",
+            "driver": gpu_driver(),
             "cuda": torch.version.cuda,
             "cpu": cpu_name(),
             **common,
         }
     return {
-        "device": "cpu",
+        "device": device.type,
         "name": cpu_name(),
+        "driver": "n/a",
         "capability": torch.backends.cpu.get_cpu_capability(),
         "cores": os.cpu_count(),
         **common,
