@@ -95,9 +95,30 @@ def manual_answers(nb) -> dict[str, float]:
     }
 
 
+INPUT_CHECKS = "_input_tests"
+"""the suffix of a part's second test cell, which grades its checks of invalid input apart"""
+
+
 def graded_parts(nb) -> list[str]:
-    """Names of the functions the learner writes: each ``<name>_tests`` cell checks ``<name>``."""
-    return [gid.removesuffix("_tests") for gid in autograded_tests(nb)]
+    """Names of the functions the learner writes: each ``<name>_tests`` cell checks ``<name>``
+    (and a ``<name>_input_tests`` cell, where there is one, its refusal of invalid input)."""
+    return [
+        gid.removesuffix("_tests") for gid in autograded_tests(nb) if not gid.endswith(INPUT_CHECKS)
+    ]
+
+
+def test_cells(nb, part: str) -> list[str]:
+    """The grade ids of ``part``'s test cells: ``<part>_tests``, then ``<part>_input_tests``
+    where the part's input checks are graded apart."""
+    cells = autograded_tests(nb)
+    return [gid for gid in (f"{part}_tests", f"{part}{INPUT_CHECKS}") if gid in cells]
+
+
+def losing_cell(part: str, implementation) -> str:
+    """The test cell a known bug of ``part`` must lose: the input checks' for a bug registered
+    with ``bug.input`` (it only fails to refuse invalid input), else the part's own."""
+    input_bug = getattr(implementation, "input_bug", False)
+    return f"{part}{INPUT_CHECKS}" if input_bug else f"{part}_tests"
 
 
 def split_test_cell(source: str) -> tuple[str, str]:

@@ -38,6 +38,7 @@ from _exercise_helpers import (
     cell_by_grade_id,
     check_failure,
     graded_parts,
+    losing_cell,
     manual_answers,
     nbgrader,
     new_course,
@@ -45,6 +46,7 @@ from _exercise_helpers import (
     read,
     reference_answer,
     split_test_cell,
+    test_cells,
 )
 from nbgrader.api import Gradebook
 
@@ -153,12 +155,13 @@ def _expected_scores(assignment: str, student: str) -> dict[str, float]:
     elif student == "blank":
         full = set()
     elif student == "halfway":
-        full = {f"{part}_tests" for part in _half_solved(assignment)}
+        solution = _solution(assignment)
+        full = {cell for part in _half_solved(assignment) for cell in test_cells(solution, part)}
     else:
-        bugged = next(
-            p for p, b in HIDDEN_ONLY[assignment].items() if student == _bug_student(p, b)
+        bugged, bug_id = next(
+            (p, b) for p, b in HIDDEN_ONLY[assignment].items() if student == _bug_student(p, b)
         )
-        full = set(points) - {f"{bugged}_tests"}
+        full = set(points) - {losing_cell(bugged, bug_module(assignment).BUGS[bugged][bug_id])}
     return {gid: (p if gid in full else 0.0) for gid, p in points.items()}
 
 

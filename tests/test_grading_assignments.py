@@ -21,6 +21,7 @@ from _exercise_helpers import (
     autograded_tests,
     bug_module,
     cell_by_grade_id,
+    losing_cell,
     new_course,
     notebook_path,
     read,
@@ -69,16 +70,8 @@ def test_solution_gets_every_point_and_release_none(tmp_path, grader_path, assig
     assert fallback == [], fallback  # the replay judges every test cell of every assignment
 
 
-REGISTRY_GRADED = [
-    "ch03_neural_lm",
-    "ch07_attention",
-    "ch08_self_attention",
-    "ch09_transformer",
-    "ch10_tokenization",
-    "ch11_gpt",
-    "ch12_gpu_training",
-]
-"""assignments whose whole known-bug registry is also graded by `mini-llm grade`"""
+REGISTRY_GRADED = ASSIGNMENTS
+"""assignments whose whole known-bug registry is also graded by `mini-llm grade`: all of them"""
 
 
 def _self_contained_answer(module, table: str, part: str, key: str) -> str:
@@ -143,7 +136,8 @@ def test_known_bugs_lose_their_part_and_alternatives_keep_every_point(
         for student, (part, table, key) in students.items():
             grades = gb.find_submission_notebook(assignment, assignment, student).grades
             got = {g.name: g.auto_score for g in grades if g.name in points}
-            lost = {f"{part}_tests"} if table == "BUGS" else set()
+            fn = getattr(module, table)[part][key]
+            lost = {losing_cell(part, fn)} if table == "BUGS" else set()
             want = {g: (0.0 if g in lost else p) for g, p in points.items()}
             if got != want:
                 wrong.append(f"{student}: {got}")

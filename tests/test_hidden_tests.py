@@ -33,10 +33,12 @@ from _exercise_helpers import (
     cell_by_grade_id,
     check_failure,
     graded_parts,
+    losing_cell,
     notebook_path,
     read,
     reference_answer,
     split_test_cell,
+    test_cells,
 )
 
 from mini_llm.grading.verify import redact
@@ -74,15 +76,22 @@ def _bugs(assignment: str, part: str) -> dict:
     return MODULES[assignment].BUGS[part]
 
 
-def _tests(assignment: str, part: str) -> tuple[str, str]:
-    """(visible, hidden) tests of ``part`` in the solution notebook."""
-    return split_test_cell(cell_by_grade_id(NOTEBOOKS[assignment], f"{part}_tests").source)
+def _tests(assignment: str, part: str, cell: str | None = None) -> tuple[str, str]:
+    """(visible, hidden) tests of ``part``'s test cell ``cell`` (its first) in the solution."""
+    cell = cell or f"{part}_tests"
+    return split_test_cell(cell_by_grade_id(NOTEBOOKS[assignment], cell).source)
+
+
+def _cells(assignment: str, part: str) -> list[str]:
+    """The grade ids of ``part``'s test cells (its input checks' too, where graded apart)."""
+    return test_cells(NOTEBOOKS[assignment], part)
 
 
 def _message(assignment: str, part: str, bug_id: str, tests: int = 1) -> str | None:
-    """What the hidden (``tests=1``) or visible (0) tests of ``part`` say of the bug ``bug_id``."""
+    """What the hidden (``tests=1``) or visible (0) tests of the cell the bug ``bug_id`` must
+    lose say of it."""
     buggy = _bugs(assignment, part)[bug_id]
-    return check_failure(_tests(assignment, part)[tests], part, buggy)
+    return check_failure(_tests(assignment, part, losing_cell(part, buggy))[tests], part, buggy)
 
 
 def _package_function(assignment: str, part: str):
@@ -184,13 +193,14 @@ def test_a_variant_has_its_reference_s_signature_and_changes_what_it_names():
 
 @pytest.mark.parametrize(("assignment", "part"), PARTS, ids=_ids(PARTS))
 def test_package_and_notebook_solution_pass_visible_and_hidden_tests(assignment, part):
-    visible, hidden = _tests(assignment, part)
-    for implementation in (
-        _package_function(assignment, part),
-        _notebook_function(assignment, part),
-    ):
-        assert check_failure(visible, part, implementation) is None
-        assert check_failure(hidden, part, implementation) is None
+    for cell in _cells(assignment, part):
+        visible, hidden = _tests(assignment, part, cell)
+        for implementation in (
+            _package_function(assignment, part),
+            _notebook_function(assignment, part),
+        ):
+            assert check_failure(visible, part, implementation) is None, cell
+            assert check_failure(hidden, part, implementation) is None, cell
 
 
 @pytest.mark.parametrize(("assignment", "part", "bug_id"), CASES, ids=_ids(CASES))
@@ -206,6 +216,16 @@ def test_hidden_tests_fail_the_buggy_implementation_with_a_teaching_message(
     assert f"{part}(" in message.splitlines()[0], message
     for label in ("expected:", "got:", "Hint:"):
         assert label in message, f"{label!r} missing from the message for {bug_id}:\n{message}"
+
+
+@pytest.mark.parametrize(("assignment", "part", "bug_id"), CASES, ids=_ids(CASES))
+def test_a_known_bug_loses_only_its_own_cell(assignment, part, bug_id):
+    """Where a part's input checks are graded apart, a bug in the algorithm keeps the input
+    checks' points and a bug in the input checks keeps the algorithm's: one mistake, one loss."""
+    buggy = _bugs(assignment, part)[bug_id]
+    for cell in set(_cells(assignment, part)) - {losing_cell(part, buggy)}:
+        message = check_failure(_tests(assignment, part, cell)[1], part, buggy)
+        assert message is None, f"{bug_id} also fails {cell}:\n{message}"
 
 
 SPECIFIC_NUMBER = re.compile(r"(?<![\w.])-?\d[\d.]*\d(?!\w)")
@@ -253,7 +273,9 @@ def test_some_bug_gets_past_the_visible_tests_and_only_the_hidden_ones_catch_it(
 @pytest.mark.parametrize(("assignment", "part"), PARTS, ids=_ids(PARTS))
 def test_every_check_in_the_test_cells_gives_a_hint(assignment, part):
     """A check without a hint could fail with a bare expected/got; every one must say why."""
-    source = cell_by_grade_id(NOTEBOOKS[assignment], f"{part}_tests").source
+    source = "\n".join(
+        cell_by_grade_id(NOTEBOOKS[assignment], cell).source for cell in _cells(assignment, part)
+    )
     calls = [
         node
         for node in ast.walk(ast.parse(source))
@@ -284,9 +306,10 @@ def test_unwritten_part_says_so(assignment, part):
 def test_correct_implementations_written_differently_pass(assignment, part, alt_id):
     """Loops, plain lists, log space, an inverse-CDF sampler: any correct answer gets the points."""
     implementation = MODULES[assignment].ALTERNATIVES[part][alt_id]
-    visible, hidden = _tests(assignment, part)
-    assert check_failure(visible, part, implementation) is None
-    assert check_failure(hidden, part, implementation) is None
+    for cell in _cells(assignment, part):
+        visible, hidden = _tests(assignment, part, cell)
+        assert check_failure(visible, part, implementation) is None, cell
+        assert check_failure(hidden, part, implementation) is None, cell
 
 
 @pytest.mark.parametrize(

@@ -35,10 +35,11 @@ import nbformat
 from nbgrader.api import Gradebook
 from tqdm import tqdm
 
-from mini_llm.grading import feedback, limits, manual, nbglue
+from mini_llm.grading import feedback, limits, manual, nbglue, withhold
 from mini_llm.grading.jail import Jail, check
 from mini_llm.grading.notebook import Assignment, Submission, load_assignment, read_submission
 from mini_llm.grading.verify import Verification, verify
+from mini_llm.learner.registry import parts_of
 
 
 @dataclass
@@ -145,6 +146,13 @@ def _grade(student: str) -> StudentReport:
         )
     if in_kernel.error:
         report.problems.append(f"in-kernel run: {in_kernel.error}")
+    parts = {p.name: p.reference for p in parts_of(assignment.name)}
+    copies = withhold.reference_copies(parts, submission.answers)
+    if copies:
+        report.problems.append(
+            f"the answer to {', '.join(copies)} is the reference's own code (the same syntax "
+            "tree, names aside): for a person to review"
+        )
     return report
 
 

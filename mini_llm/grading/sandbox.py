@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from mini_llm.grading import lending, wire
+from mini_llm.grading.withhold import Withheld
 
 MAX_OUTPUT_CHARS = 20_000
 TRUNCATED = "more characters of output not shown"
@@ -73,6 +74,7 @@ class Server:
         self.lent: list = []  # what the grader lent for the call being answered
         self.output = CappedText()
         self.busy = False
+        self.withheld: Withheld | None = None  # the references of the parts being graded
 
     def _interrupt(self, signum: int, frame: Any) -> None:
         """SIGINT stops the learner's code, never the server between requests (an interrupt
@@ -103,7 +105,21 @@ class Server:
                 kinds[name] = "callable" if callable(self.shell.user_ns[name]) else "value"
         return kinds
 
+    def withhold(self, request: dict) -> dict:
+        """From now on, the references of the assignment's parts are refused to answers."""
+        self.withheld = Withheld(dict(request["parts"]), self.shell.user_ns)
+        return {"ok": True}
+
+    def focus(self, request: dict) -> dict:
+        """The assignment's other parts are the references while ``part``'s tests run."""
+        if self.withheld is not None:
+            self.withheld.focus(request.get("part"))
+        return {"ok": True}
+
     def run_cell(self, request: dict) -> dict:
+        if self.withheld is not None:  # the instructor's set-up cells may use the references
+            self.withheld.focus(None)
+            self.withheld.active = not request.get("setup", False)
         result = self.shell.run_cell(request["source"], store_history=False, silent=False)
         error = result.error_before_exec or result.error_in_exec
         return {
@@ -120,6 +136,8 @@ class Server:
         return {"value": wire.encode(getattr(target, request["attr"]), self._ref)}
 
     def call(self, request: dict) -> dict:
+        if self.withheld is not None:
+            self.withheld.active = True
         self.lent = lending.unpack(request["lent"], self._resolve) if "lent" in request else []
         target = self._resolve(request["target"])
         args = wire.decode(request["args"], self._resolve)
@@ -151,6 +169,8 @@ class Server:
             "get": self.get,
             "getattr": self.getattr,
             "call": self.call,
+            "withhold": self.withhold,
+            "focus": self.focus,
         }.get(request.get("op"))
         if operation is None:
             return {"failure": f"unknown request {request.get('op')!r}"}

@@ -39,6 +39,7 @@ from mini_llm.grading import lending, limits, wire
 from mini_llm.grading.jail import Jail
 from mini_llm.grading.notebook import Assignment, Cell, Submission
 from mini_llm.grading.sandbox import TRUNCATED, CappedText
+from mini_llm.learner.registry import part_tested_by, parts_of
 
 WALL_FACTOR = 4
 """A cell is interrupted when the student's process has used ``cell_timeout_s`` of CPU time,
@@ -362,6 +363,8 @@ class Replay:
         self.timeout_s, self.cell_timeout_s = timeout_s, cell_timeout_s
         self.budget = Budget(0.0, cell_timeout_s, self.notebook_deadline)
         self.kinds: dict[str, str] = {}
+        self.parts = {p.name: p.reference for p in parts_of(assignment.name)}
+        self.focused: str | None = None  # the part whose tests are running
 
     # -- talking to the sandbox
     def start_cell(self) -> None:
@@ -453,10 +456,17 @@ class Replay:
         return self._answer(self._send(message), label)
 
     # -- the cells
-    def run_in_sandbox(self, source: str) -> tuple[bool, str, str]:
+    def run_in_sandbox(self, source: str, setup: bool = False) -> tuple[bool, str, str]:
+        """Run a cell in the sandbox: the learner's (or, ``setup``, the instructor's, which may
+        use the references the answers may not)."""
         try:
             reply = self._send(
-                {"op": "cell", "source": source, "names": self.assignment.graded_names}
+                {
+                    "op": "cell",
+                    "source": source,
+                    "names": self.assignment.graded_names,
+                    "setup": setup,
+                }
             )
         except TimeLimitExceeded as err:  # what the cell defined before the interrupt counts
             self._note_kinds(err.reply)
@@ -466,6 +476,23 @@ class Replay:
         if "raised" in reply:
             return False, str(rebuild_exception(reply["raised"])), output
         return bool(reply.get("ok")), str(reply.get("error") or ""), output
+
+    def withhold(self) -> None:
+        """Refuse answers the installed reference of this assignment's parts (:mod:`.withhold`)."""
+        if self.parts:
+            reply = self._send({"op": "withhold", "parts": self.parts})
+            if "raised" in reply or "failure" in reply:
+                raise SandboxDied(f"could not withhold the references: {reply}")
+
+    def focus(self, part: str | None) -> None:
+        """While ``part``'s tests run, the other parts in the learner's namespace are the
+        references (one mistake costs one part); ``None``: the learner's own again (the
+        sandbox also gives them back before it runs a learner's cell)."""
+        part = part if part in self.parts else None
+        if part != self.focused:
+            self.focused = None
+            self._send({"op": "focus", "part": part})
+            self.focused = part
 
     def _note_kinds(self, reply: dict) -> None:
         kinds = reply.get("names")
@@ -536,19 +563,25 @@ def run_test(replay: Replay, cell: Cell) -> CellResult:
         except (StudentError, TimeLimitExceeded) as err:
             result.message = result.learner_message = f"{type(err).__name__}: {err}"
             return result
-        for hidden, code in cell.chunks():
-            try:
-                with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
-                    replay.run_trusted(code, cell.grade_id)
-            except SandboxDied:
-                raise
-            except Exception as err:  # noqa: BLE001 - a failed check, whatever its type
-                result.message = f"{type(err).__name__}: {err}".strip()
-                if isinstance(err, AssertionError) and str(err):
-                    result.message = str(err)
-                result.learner_message = redact(str(err), err) if hidden else result.message
-                result.output = captured.take()
-                return result
+        part = part_tested_by(cell.grade_id or "")
+        replay.focus(part)
+        try:
+            for hidden, code in cell.chunks():
+                try:
+                    with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
+                        replay.run_trusted(code, cell.grade_id)
+                except SandboxDied:
+                    raise
+                except Exception as err:  # noqa: BLE001 - a failed check, whatever its type
+                    result.message = f"{type(err).__name__}: {err}".strip()
+                    if isinstance(err, AssertionError) and str(err):
+                        result.message = str(err)
+                    result.learner_message = redact(str(err), err) if hidden else result.message
+                    result.output = captured.take()
+                    return result
+        finally:
+            with contextlib.suppress(SandboxDied, TimeLimitExceeded):
+                replay.focus(None)
     except SandboxDied as err:
         result.message = result.learner_message = f"Not run: the notebook's process {err}."
         return result
@@ -571,6 +604,7 @@ def verify(
     outcome = Verification()
     replay = Replay(assignment, workdir, limit, timeout_s, cell_timeout_s, files, jail)
     try:
+        replay.withhold()
         for cell in assignment.cells:
             if cell.kind == "setup":
                 _setup(replay, cell, outcome)
@@ -590,7 +624,7 @@ def _setup(replay: Replay, cell: Cell, outcome: Verification) -> None:
     printed (the instructor's code, no test in it) is the cell's output in the feedback."""
     replay.start_cell()
     with contextlib.suppress(SandboxDied, TimeLimitExceeded):
-        replay.run_in_sandbox(cell.source)
+        replay.run_in_sandbox(cell.source, setup=True)
     printed = CappedText()
     try:
         with contextlib.redirect_stdout(printed):

@@ -122,6 +122,19 @@ PARTS: tuple[Part, ...] = _parse(_ROWS)
 """Every graded part, in chapter order, then in the order of the notebook."""
 
 
+TEST_CELLS = ("_tests", "_input_tests")
+"""The suffixes of a part's test cells: ``<name>_tests`` grades what the part computes and, where
+the notebook grades them apart, ``<name>_input_tests`` its refusal of invalid input."""
+
+
+def part_tested_by(grade_id: str) -> str | None:
+    """The name of the part a test cell grades (``count_bigrams_input_tests``: count_bigrams)."""
+    for suffix in sorted(TEST_CELLS, key=len, reverse=True):
+        if grade_id.endswith(suffix):
+            return grade_id.removesuffix(suffix)
+    return None
+
+
 def assignments() -> list[str]:
     """The assignments that have rows, in chapter order."""
     return list(dict.fromkeys(part.assignment for part in PARTS))

@@ -25,6 +25,10 @@ one implementation, ``bug.variants`` names the part and the implementation once:
     noam_bug("warmup_exponent", "step · warmup^-0.5", exponent=-0.5)
     noam_bug("max_not_min", "max() of the two terms", pick=max)
 
+A bug whose only mistake is in refusing invalid input (no ``ValueError`` for a negative size)
+is registered with ``@bug.input(part, bug_id, description)``: where a part's input checks are
+graded apart (a ``<part>_input_tests`` cell), it must lose those points and keep the others.
+
 An argument computed from the call's own is ``bug.derived(f)`` (:class:`derived`). A bug file
 imports ``new_registry`` alone from here (``checked_ids`` too where it needs it) and takes the
 rest from what ``new_registry()`` returns: ``tests/test_grading_assignments.py`` hands in a bug
@@ -81,6 +85,18 @@ def new_registry() -> tuple[Registry, Registry, Callable, Callable]:
 
         return register
 
+    def input_bug(name: str, bug_id: str, description: str) -> Callable[[Callable], Callable]:
+        """Register a version of ``name`` whose only mistake is in refusing invalid input: it
+        must lose the points of ``<name>_input_tests`` and keep those of ``<name>_tests``."""
+        register = bug(name, bug_id, description)
+
+        def mark(fn: Callable) -> Callable:
+            fn.input_bug = True
+            return register(fn)
+
+        return mark
+
+    bug.input = input_bug
     bug.variant = bug_variant
     bug.variants = bug_variants
     bug.derived = derived
