@@ -28,7 +28,10 @@ from _exercise_helpers import (
 )
 from nbgrader.api import Gradebook
 
-pytestmark = pytest.mark.usefixtures("bubblewrap")  # `mini-llm grade` runs in its sandbox
+pytestmark = [
+    pytest.mark.usefixtures("bubblewrap"),  # `mini-llm grade` runs in its sandbox
+    pytest.mark.timeout(3000),  # a whole registry is 20-40 submissions (the subprocess's limit)
+]
 
 GRADE = [sys.executable, "-m", "mini_llm.cli", "grade"]
 """`mini-llm grade` with this interpreter (the console script's shebang names the interpreter of
