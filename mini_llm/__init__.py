@@ -6,8 +6,9 @@ saves their models is :mod:`mini_llm.engine` (it also makes them fast on a CPU, 
 the model code); :mod:`mini_llm.grading` autogrades submissions, :mod:`mini_llm.learner` turns
 solved exercises into a package of the learner's own, :mod:`mini_llm.experiments` are the
 runs too long to train on a page (``mini-llm record``), :mod:`mini_llm.cli` is the ``mini-llm``
-command, :mod:`mini_llm.corpus` loads the corpora and :mod:`mini_llm.checks` holds the
-assertions of the exercises' test cells.
+command, :mod:`mini_llm.corpus` loads the corpora, :mod:`mini_llm.checks` holds the
+assertions of the exercises' test cells and :mod:`mini_llm.differential` the hidden tests'
+comparisons of an answer with the reference on generated inputs.
 
 Chapter by chapter, the modules of book/chapters.yml and the names to read first
 (tests/test_layout.py checks this index against the manifest and the modules):

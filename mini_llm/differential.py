@@ -7,8 +7,8 @@ float64, every combination of flags, extreme and tied values, invalid input of e
 and compares the answer with the reference on each:
 
 * the value, its shape, its dtype (a float dtype must be kept exactly; an integer result must
-  be integers) and its type (a ``dict`` subclass is a dict, a ``float`` may be a NumPy float);
-* the arguments, which must be left as they were;
+  be integers, a boolean one booleans) and its type (a ``dict`` subclass is a dict, a ``float`` may be a NumPy float);
+* the arguments, which must be left as they were (a random generator may move on);
 * on input the reference refuses, the same kind of exception.
 
 :func:`expect_same_gradients` compares gradients too: it runs backward through both and compares
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mini_llm.checks import CheckFailed, _fail, _where, describe_call, show
+from mini_llm.checks import CheckFailed, _fail, _where, describe_call, error_name, show
 from mini_llm.grading.lending import beside_the_answers
 
 __all__ = ["Case", "case", "expect_like_reference", "expect_same_gradients"]
@@ -75,6 +75,13 @@ def _is_tensor(value: Any) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
+def _is_generator(value: Any) -> bool:
+    torch = _torch()
+    return isinstance(value, np.random.Generator) or (
+        torch is not None and isinstance(value, torch.Generator)
+    )
+
+
 def _float_kind(dtype: Any) -> bool:
     return (
         np.issubdtype(dtype, np.floating)
@@ -88,13 +95,21 @@ def _difference(got: Any, expected: Any, rtol: float, atol: float, where: str = 
     at = f" at {where}" if where else ""
     if expected is None:
         return None if got is None else f"should be None{at}, got {type(got).__name__}"
+    if isinstance(expected, np.random.Generator):  # equal when they would draw the same
+        same = isinstance(got, np.random.Generator) and (
+            got.bit_generator.state == expected.bit_generator.state
+        )
+        return None if same else f"is a random generator in another state{at}"
     if _is_tensor(expected):
+        torch_bool = _torch().bool
         if not _is_tensor(got):
             return f"should be a torch tensor{at}, got {type(got).__name__}"
         if tuple(got.shape) != tuple(expected.shape):
             return f"has shape {tuple(got.shape)}{at}, expected {tuple(expected.shape)}"
         if got.dtype != expected.dtype and (
-            expected.is_floating_point() or got.is_floating_point() != expected.is_floating_point()
+            expected.is_floating_point()
+            or got.is_floating_point() != expected.is_floating_point()
+            or torch_bool in (got.dtype, expected.dtype)
         ):
             return f"has dtype {got.dtype}{at}, expected {expected.dtype}"
         got, expected = got.detach().double().numpy(), expected.detach().double().numpy()
@@ -110,6 +125,8 @@ def _difference(got: Any, expected: Any, rtol: float, atol: float, where: str = 
             got_array.dtype, np.integer
         ):
             return f"has dtype {got_array.dtype}{at}, expected integers"
+        if (expected.dtype == bool) != (got_array.dtype == bool):
+            return f"has dtype {got_array.dtype}{at}, expected {expected.dtype}"
         if _float_kind(expected.dtype):
             same = np.isclose(got_array, expected, rtol=rtol, atol=atol, equal_nan=True)
         else:
@@ -218,7 +235,7 @@ def expect_like_reference(
                 "raised an error.",
                 "a result, not an error",
                 f"{type(err).__name__}: {err}",
-                f"{type(err).__name__} {_where(err)}; {rule}",
+                f"{error_name(err)} {_where(err)}; {rule}",
             )
         found = _difference(got, expected, rtol, atol)
         if found:
@@ -228,6 +245,8 @@ def expect_like_reference(
             given = list(zip(names, args)) + list(kwargs.items())
             original = list(arguments.args) + list(arguments.kwargs.values())
             for (name, now), before in zip(given, original):
+                if _is_generator(before):
+                    continue  # drawing from it is what it is for
                 if _difference(now, before, 0.0, 0.0) is not None:
                     _fail(
                         call,
@@ -305,7 +324,7 @@ def expect_same_gradients(
                 "raised an error.",
                 "a result, not an error",
                 f"{type(err).__name__}: {err}",
-                f"{type(err).__name__} {_where(err)}; {rule}",
+                f"{error_name(err)} {_where(err)}; {rule}",
             )
         names = _names(reference, arguments)
         floats = [

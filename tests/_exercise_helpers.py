@@ -107,7 +107,7 @@ def graded_parts(nb) -> list[str]:
     ]
 
 
-def test_cells(nb, part: str) -> list[str]:
+def part_test_cells(nb, part: str) -> list[str]:
     """The grade ids of ``part``'s test cells: ``<part>_tests``, then ``<part>_input_tests``
     where the part's input checks are graded apart."""
     cells = autograded_tests(nb)

@@ -43,10 +43,10 @@ from _exercise_helpers import (
     nbgrader,
     new_course,
     notebook_path,
+    part_test_cells,
     read,
     reference_answer,
     split_test_cell,
-    test_cells,
 )
 from nbgrader.api import Gradebook
 
@@ -156,7 +156,9 @@ def _expected_scores(assignment: str, student: str) -> dict[str, float]:
         full = set()
     elif student == "halfway":
         solution = _solution(assignment)
-        full = {cell for part in _half_solved(assignment) for cell in test_cells(solution, part)}
+        full = {
+            cell for part in _half_solved(assignment) for cell in part_test_cells(solution, part)
+        }
     else:
         bugged, bug_id = next(
             (p, b) for p, b in HIDDEN_ONLY[assignment].items() if student == _bug_student(p, b)
@@ -175,11 +177,14 @@ STUDENTS = [(a, s) for a in ASSIGNMENTS for s in _students(a)]
 def test_autograded_parts_and_one_written_question(assignment):
     source = _solution(assignment)
     auto, manual = autograded_tests(source), manual_answers(source)
-    assert len(auto) == len(graded_parts(source)) >= 2
+    parts = graded_parts(source)
+    assert len(parts) >= 2
+    # every test cell checks one part: its own cell, or (graded apart) its input checks
+    assert sorted(auto) == sorted(cell for part in parts for cell in part_test_cells(source, part))
     assert len(manual) == 1
     assert all(p > 0 for p in [*auto.values(), *manual.values()])
     module = bug_module(assignment)
-    assert module is not None and len(auto) == len(module.BUGS)
+    assert module is not None and list(module.BUGS) == parts
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

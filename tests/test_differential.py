@@ -152,3 +152,18 @@ def test_gradients_catch_a_result_without_a_graph_and_a_wrong_backward():
         expect_same_gradients(faked, softmax, cases, hint="use torch operations.")
     with pytest.raises(CheckFailed, match="gradient with respect to `x` is wrong"):
         expect_same_gradients(Detached.apply, softmax, cases, hint="use torch operations.")
+
+
+def test_booleans_are_not_integers_and_generators_compare_by_state():
+    def mask(n):
+        return torch.ones(n, n).tril().bool()
+
+    cases = [case("a size of two", 2)]
+    with pytest.raises(CheckFailed, match="dtype torch.int64"):
+        expect_like_reference(lambda n: mask(n).long(), mask, cases, hint="a bool mask.")
+
+    def draw(generator, n):
+        return generator.integers(0, 9, size=n)
+
+    cases = [case("a fresh generator", np.random.default_rng(3), 4)]
+    expect_like_reference(draw, draw, cases, hint="draw from the generator.")

@@ -6,6 +6,7 @@ through the command too."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def _self_contained_answer(module, table: str, part: str, key: str) -> str:
     text, then the choice."""
 
     def body(path) -> str:
-        text = path.read_text().replace("from ._registry import new_registry", "")
+        text = re.sub(r"(?m)^from \._registry import .*$", "", path.read_text())
         return text.replace("from __future__ import annotations", "")
 
     registry, bugs = body(BUGGY / "_registry.py"), body(Path(module.__file__))

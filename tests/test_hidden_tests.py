@@ -35,10 +35,10 @@ from _exercise_helpers import (
     graded_parts,
     losing_cell,
     notebook_path,
+    part_test_cells,
     read,
     reference_answer,
     split_test_cell,
-    test_cells,
 )
 
 from mini_llm.grading.verify import redact
@@ -84,7 +84,7 @@ def _tests(assignment: str, part: str, cell: str | None = None) -> tuple[str, st
 
 def _cells(assignment: str, part: str) -> list[str]:
     """The grade ids of ``part``'s test cells (its input checks' too, where graded apart)."""
-    return test_cells(NOTEBOOKS[assignment], part)
+    return part_test_cells(NOTEBOOKS[assignment], part)
 
 
 def _message(assignment: str, part: str, bug_id: str, tests: int = 1) -> str | None:

@@ -19,7 +19,7 @@ from mini_llm import _old_names
 
 PACKAGE = REPO / "mini_llm"
 CHAPTERS = manifest.load().ready()
-TOOLS = {"__init__", "_old_names", "cli", "corpus", "checks"}
+TOOLS = {"__init__", "_old_names", "cli", "corpus", "checks", "differential"}
 """top-level modules that serve the whole course rather than one chapter"""
 
 

@@ -14,13 +14,23 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from mini_llm import evaluation, smoothing
 
-from ._registry import checked_ids, new_registry
+from ._registry import new_registry
 
 REFERENCE = ("mini_llm.smoothing", "mini_llm.evaluation")
 """the mini_llm modules that hold the reference of each graded part"""
 
 BUGS, ALTERNATIVES, bug, correct = new_registry()
 derived = bug.derived
+
+
+def checked_ids(ids, vocab_size: int) -> np.ndarray:
+    """``ids`` as an int64 array, with ValueError for an id outside ``0 .. vocab_size - 1``
+    (the registry's helper, restated: an answer cell of tests/test_grading_assignments.py
+    drops only the line that imports ``new_registry``)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ValueError("token id outside the vocabulary")
+    return ids
 
 
 # ---------------------------------------------------------------------------- ngram_counts
@@ -144,7 +154,9 @@ def _(counts, k):
     return np.divide(counts, totals, out=uniform, where=totals > 0)
 
 
-_add_k_bug("no_validation", "accepts a negative k", checked=False)
+@bug.input("add_k_probabilities", "no_validation", "accepts a negative k")
+def _(counts, k):
+    return _add_k(counts, k, checked=False)
 
 
 # ------------------------------------------------------------------------------ interpolate
@@ -177,7 +189,7 @@ bug.variant(
 )
 
 
-@bug(
+@bug.input(
     "interpolate", "renormalises", "divides by the sum of the weights instead of refusing bad ones"
 )
 def _(probabilities, weights):
@@ -194,7 +206,9 @@ def _(probabilities, weights):
     return np.mean([np.asarray(p, dtype=np.float64) for p in probabilities], axis=0)
 
 
-@bug("interpolate", "negative_weights", "checks only that the weights sum to 1, not their signs")
+@bug.input(
+    "interpolate", "negative_weights", "checks only that the weights sum to 1, not their signs"
+)
 def _(probabilities, weights):
     weights = np.asarray(weights, dtype=np.float64)
     if len(weights) != len(probabilities) or not np.isclose(weights.sum(), 1.0):
@@ -202,7 +216,7 @@ def _(probabilities, weights):
     return sum(w * np.asarray(p, dtype=np.float64) for w, p in zip(weights, probabilities))
 
 
-@bug("interpolate", "zip_truncates", "no length check: zip drops the arrays without a weight")
+@bug.input("interpolate", "zip_truncates", "no length check: zip drops the arrays without a weight")
 def _(probabilities, weights):
     weights = np.asarray(weights, dtype=np.float64)
     if (weights < 0).any() or not np.isclose(weights.sum(), 1.0):
@@ -213,15 +227,19 @@ def _(probabilities, weights):
 # ------------------------------------------------------------------------------- perplexity
 
 
-def _probs(probabilities):
+def _probs(probabilities, *, nan=False):
+    """The probabilities as float64, refused when empty, outside [0, 1] or (``nan`` False)
+    nan."""
     probs = np.asarray(probabilities, dtype=np.float64)
     if probs.size == 0 or (probs < 0).any() or (probs > 1).any():
         raise ValueError("bad probabilities")
+    if not nan and np.isnan(probs).any():
+        raise ValueError("nan is not a probability")
     return probs
 
 
 def _perplexity(probabilities, *, log=np.log, reduce=np.mean):
-    """exp(-reduce(log p)) of the probabilities ``_probs`` accepts (nan is not refused)."""
+    """exp(-reduce(log p)) of the probabilities ``_probs`` accepts."""
     with np.errstate(divide="ignore"):
         return float(np.exp(-reduce(log(_probs(probabilities)))))
 
@@ -250,7 +268,7 @@ def _(probabilities):
         return float(np.prod(probs) ** (-1 / probs.size))
 
 
-@bug("perplexity", "no_validation", "accepts an empty list (nan) and values above 1")
+@bug.input("perplexity", "no_validation", "accepts an empty list (nan) and values above 1")
 def _(probabilities):
     probs = np.asarray(probabilities, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -290,14 +308,15 @@ def _(probabilities, weights):
     return mixture
 
 
-_perplexity_bug("nan_accepted", "checks p < 0 and p > 1 only: nan slips through as nan")
+@bug.input("perplexity", "nan_accepted", "checks p < 0 and p > 1 only: nan slips through as nan")
+def _(probabilities):
+    with np.errstate(divide="ignore"):
+        return float(np.exp(-np.mean(np.log(_probs(probabilities, nan=True)))))
 
 
 @bug("perplexity", "squeezed", "np.squeeze then len(): a single probability crashes")
 def _(probabilities):
     probs = np.squeeze(_probs(probabilities))
-    if np.isnan(probs).any():
-        raise ValueError("nan is not a probability")
     with np.errstate(divide="ignore"):
         return float(np.exp(-np.log(probs).sum() / len(probs)))
 
@@ -436,3 +455,243 @@ def _(probabilities):
     with np.errstate(divide="ignore"):
         bits = -np.mean(np.log2(probs))  # the average surprise in bits
     return float(2.0**bits)
+
+
+# ------------------------------------- issue 31: what the generated hidden cases catch
+# dtype and type, a begin token that is not 0 or that recurs, widths other than the visible
+# tests', invalid input beyond the first kind, an ordering rule that needs three columns.
+
+
+@bug("ngram_counts", "float_counts", "np.zeros((C, V)) without a dtype: float counts")
+def _(sequences, n, vocab_size, bos_id=0):
+    contexts, counts = _counts(sequences, n, vocab_size, bos_id)
+    return contexts, counts.astype(np.float64)
+
+
+@bug("ngram_counts", "returns_list", "return [contexts, counts]: a list, not the tuple asked for")
+def _(sequences, n, vocab_size, bos_id=0):
+    return list(_counts(sequences, n, vocab_size, bos_id))
+
+
+@bug(
+    "ngram_counts",
+    "drops_every_bos",
+    "ids[ids != bos_id] removes every begin token, not only the first one",
+)
+def _(sequences, n, vocab_size, bos_id=0):
+    _order(n)
+    padded = []
+    for sequence in sequences:
+        ids = checked_ids(sequence, vocab_size)
+        padded.append(np.concatenate([np.full(n - 1, bos_id), ids[ids != bos_id]]))
+    return _table(_windows(padded, n), vocab_size)
+
+
+@bug(
+    "ngram_counts",
+    "lexsort_last_column_first",
+    "np.lexsort(contexts.T) to sort: the LAST column decides first",
+)
+def _(sequences, n, vocab_size, bos_id=0):
+    contexts, counts = _counts(sequences, n, vocab_size, bos_id)
+    order = np.lexsort(contexts.T) if n > 1 else np.arange(len(contexts))
+    return contexts[order], counts[order]
+
+
+@bug.input(
+    "ngram_counts", "upper_bound_only", "checks ids >= vocab_size, lets negative ids through"
+)
+def _(sequences, n, vocab_size, bos_id=0):
+    _order(n)
+    kept = []
+    for sequence in sequences:
+        ids = np.asarray(sequence, dtype=np.int64)
+        if ids.max() >= vocab_size:
+            raise ValueError("token id too large")
+        kept.append(ids % vocab_size)  # a negative id quietly becomes a high one
+    return _counts(kept, n, vocab_size, bos_id)
+
+
+@bug.input("ngram_counts", "order_zero_only", "if n == 0: raise; a negative n is counted anyway")
+def _(sequences, n, vocab_size, bos_id=0):
+    if n == 0:
+        raise ValueError("n must be at least 1")
+    return _counts(sequences, max(n, 1), vocab_size, bos_id)
+
+
+@bug(
+    "add_k_probabilities",
+    "float32_probabilities",
+    "counts.astype(np.float32): probabilities rounded to float32",
+)
+def _(counts, k):
+    smoothed = _valid(counts, k).astype(np.float32) + np.float32(k)
+    totals = smoothed.sum(axis=1, keepdims=True)
+    uniform = np.full_like(smoothed, 1.0 / smoothed.shape[1])
+    return np.divide(smoothed, totals, out=uniform, where=totals > 0)
+
+
+@bug("add_k_probabilities", "k_times_rows", "c(h) + k * len(counts): the number of rows for V")
+def _(counts, k):
+    counts = _valid(counts, k)
+    totals = counts.sum(axis=1, keepdims=True) + k * counts.shape[0]
+    uniform = np.full_like(counts, 1.0 / counts.shape[1])
+    return np.divide(counts + k, totals, out=uniform, where=totals > 0)
+
+
+@bug.input("add_k_probabilities", "k_checked_only", "refuses a negative k, not a negative count")
+def _(counts, k):
+    if k < 0:
+        raise ValueError("k must be >= 0")
+    return _add_k(counts, k, checked=False)
+
+
+@bug.input(
+    "add_k_probabilities",
+    "negative_totals_only",
+    "refuses rows whose smoothed total is negative instead of any negative count",
+)
+def _(counts, k):
+    counts = np.asarray(counts, dtype=np.float64)
+    if k < 0 or ((counts + k).sum(axis=1) < 0).any():
+        raise ValueError("bad input")
+    return _add_k(counts, k, checked=False)
+
+
+@bug("interpolate", "float32_mixture", "np.zeros(shape, dtype=np.float32) as the accumulator")
+def _(probabilities, weights):
+    weights = _checked_weights(probabilities, weights)
+    mixture = np.zeros(np.shape(probabilities[0]), dtype=np.float32)
+    for weight, probs in zip(weights, probabilities):
+        mixture += weight * np.asarray(probs, dtype=np.float32)
+    return mixture
+
+
+@bug("interpolate", "exact_sum", "sum(weights) != 1 refuses weights that sum to 1 up to rounding")
+def _(probabilities, weights):
+    weights = _checked_weights(probabilities, weights)
+    if sum(weights.tolist()) != 1:
+        raise ValueError("weights must sum to 1")
+    return _mix(probabilities, weights)
+
+
+@bug(
+    "interpolate",
+    "two_dimensional_only",
+    "np.zeros((len(p), len(p[0]))): only 2-D tables of distributions work",
+)
+def _(probabilities, weights):
+    weights = _checked_weights(probabilities, weights)
+    first = np.asarray(probabilities[0])
+    mixture = np.zeros((first.shape[0], first.shape[-1]) if first.ndim else ())
+    for weight, probs in zip(weights, probabilities):
+        mixture = mixture + weight * np.asarray(probs, dtype=np.float64).reshape(mixture.shape)
+    return mixture
+
+
+@bug.input("interpolate", "fewer_weights_only", "refuses too few weights; zip drops the extra ones")
+def _(probabilities, weights):
+    weights = np.asarray(weights, dtype=np.float64)
+    if len(weights) < len(probabilities) or (weights < 0).any():
+        raise ValueError("bad weights")
+    if not np.isclose(weights[: len(probabilities)].sum(), 1.0):
+        raise ValueError("bad weights")
+    return sum(w * np.asarray(p, dtype=np.float64) for w, p in zip(weights, probabilities))
+
+
+@bug.input("interpolate", "loose_sum", "abs(sum(weights) - 1) < 0.2 accepts sums of 0.9 and 1.1")
+def _(probabilities, weights):
+    weights = np.asarray(weights, dtype=np.float64)
+    if len(weights) != len(probabilities) or (weights < 0).any():
+        raise ValueError("bad weights")
+    if abs(weights.sum() - 1) >= 0.2:
+        raise ValueError("weights must sum to 1")
+    return sum(w * np.asarray(p, dtype=np.float64) for w, p in zip(weights, probabilities))
+
+
+@bug("perplexity", "math_log", "math.log in a loop: a probability of 0 raises instead of inf")
+def _(probabilities):
+    probs = _probs(probabilities)
+    return math.exp(-sum(math.log(p) for p in probs.reshape(-1)) / probs.size)
+
+
+@bug.input("perplexity", "clipped", "np.clip(p, 0, 1) instead of refusing values outside [0, 1]")
+def _(probabilities):
+    probs = np.clip(np.asarray(probabilities, dtype=np.float64), 0, 1)
+    if probs.size == 0 or np.isnan(probs).any():
+        raise ValueError("bad probabilities")
+    with np.errstate(divide="ignore"):
+        return float(np.exp(-np.log(probs).mean()))
+
+
+@bug.input("perplexity", "nan_by_equality", "(probs == np.nan).any() is never True: nan accepted")
+def _(probabilities):
+    probs = np.asarray(probabilities, dtype=np.float64)
+    if probs.size == 0 or (probs < 0).any() or (probs > 1).any() or (probs == np.nan).any():  # noqa: PLW0177
+        raise ValueError("bad probabilities")
+    with np.errstate(divide="ignore"):
+        return float(np.exp(-np.log(probs).mean()))
+
+
+@bug.input("perplexity", "zero_division", "sum / len with no check: [] raises ZeroDivisionError")
+def _(probabilities):
+    probs = [float(p) for p in probabilities]
+    if any(not 0 <= p <= 1 for p in probs):
+        raise ValueError("not a probability")
+    with np.errstate(divide="ignore"):
+        return float(np.exp(-sum(np.log(probs)) / len(probs)))
+
+
+# ------------------------------------------ issue 31: more correct answers, written otherwise
+
+
+@correct("ngram_counts", "sorted_tuples_and_counter")
+def _(sequences, n, vocab_size, bos_id=0):
+    if not n >= 1:
+        raise ValueError("n must be 1 or more")
+    grams = []
+    for sequence in sequences:
+        tokens = [int(t) for t in sequence]
+        if any(t < 0 or t >= vocab_size for t in tokens):
+            raise ValueError("a token id is outside the vocabulary")
+        padded = (bos_id,) * (n - 1) + tuple(tokens[1:])
+        grams += [padded[i : i + n] for i in range(len(padded) - n + 1)]
+    contexts = sorted({gram[:-1] for gram in grams})
+    row = {context: i for i, context in enumerate(contexts)}
+    counts = np.zeros((len(contexts), vocab_size), dtype=np.int64)
+    for gram in grams:
+        counts[row[gram[:-1]], gram[-1]] += 1
+    return np.array(contexts, dtype=np.int64).reshape(len(contexts), n - 1), counts
+
+
+@correct("add_k_probabilities", "keepdims_where")
+def _(counts, k):
+    table = np.array(counts, dtype=np.float64)
+    if np.any(table < 0) or k < 0:
+        raise ValueError("counts and k must not be negative")
+    numerators = table + k
+    denominators = table.sum(axis=1, keepdims=True) + k * table.shape[1]
+    safe = np.where(denominators > 0, denominators, 1.0)
+    return np.where(denominators > 0, numerators / safe, 1.0 / table.shape[1])
+
+
+@correct("interpolate", "matrix_product")
+def _(probabilities, weights):
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    if w.size != len(probabilities) or w.min(initial=0.0) < 0 or not np.isclose(w.sum(), 1):
+        raise ValueError("need one non-negative weight per array, summing to 1")
+    first = np.asarray(probabilities[0])
+    flat = np.stack([np.asarray(p, dtype=np.float64).reshape(-1) for p in probabilities])
+    return (w @ flat).reshape(first.shape)
+
+
+@correct("perplexity", "nll_then_exp")
+def _(probabilities):
+    probs = np.array(probabilities, dtype=np.float64).flatten()
+    valid = (probs >= 0) & (probs <= 1)  # False for nan
+    if probs.size == 0 or not valid.all():
+        raise ValueError("need at least one probability, each in [0, 1]")
+    if (probs == 0).any():
+        return float("inf")
+    nll = float(np.sum(-np.log(probs))) / probs.size
+    return math.exp(nll)

@@ -14,7 +14,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mini_llm.mlp_lm import MLPLanguageModel as Reference
 from mini_llm.mlp_lm import context_target_pairs, evaluate_perplexity, training_step
 
 from ._registry import new_registry
@@ -114,8 +113,20 @@ def _check(model, x):
         raise ValueError("x must have shape (batch, context_length)")
 
 
-class _Forward(Reference):
-    """The right forward pass in steps, each of which a bug below overrides."""
+def _given_init(self, vocab_size, context_length, embedding_dim=16, hidden_dim=128):
+    """The ``__init__`` the exercise gives (the learner writes ``forward`` only)."""
+    torch.nn.Module.__init__(self)
+    self.vocab_size, self.context_length = vocab_size, context_length
+    self.embedding = torch.nn.Embedding(vocab_size, embedding_dim)
+    self.hidden = torch.nn.Linear(context_length * embedding_dim, hidden_dim)
+    self.output = torch.nn.Linear(hidden_dim, vocab_size)
+
+
+class _Forward(torch.nn.Module):
+    """The right forward pass in steps, each of which a bug below overrides (written here, not
+    derived from the package's class: an answer may not use the reference of its own part)."""
+
+    __init__ = _given_init
 
     def check(self, x):
         _check(self, x)
@@ -169,7 +180,9 @@ class _(_Forward):
         return self.embedding(x).detach().flatten(start_dim=1)
 
 
-@bug("MLPLanguageModel", "no_shape_check", "any x is fed in; a short context crashes or broadcasts")
+@bug.input(
+    "MLPLanguageModel", "no_shape_check", "any x is fed in; a short context crashes or broadcasts"
+)
 class _(_Forward):
     def check(self, x):
         pass
@@ -182,10 +195,13 @@ _STEPS = ("train", "zero_grad", "forward", "backward", "step")
 
 
 def _training_step(model, optimizer, x, y, *, steps=_STEPS, item=True):
-    """The calls named in ``steps``, in that order; the loss (``.item()`` with ``item``)."""
-    loss = None
+    """The calls named in ``steps``, in that order (``restore``: the mode the model was in);
+    the loss (``.item()`` with ``item``)."""
+    loss, was_training = None, model.training
     for call in steps:
-        if call == "train":
+        if call == "restore":
+            model.train(was_training)
+        elif call == "train":
             model.train()
         elif call == "zero_grad":
             optimizer.zero_grad()
@@ -245,16 +261,22 @@ def _perplexity(
     mean_of_means=False,
     last_batch=True,
     exp=True,
+    batches=None,
+    full_batches=False,
 ):
     """The right perplexity (with the bug file's check of the sizes), and a knob for each bug:
     ``eval_mode`` (model.eval() first), ``restore`` (the mode back after), ``no_grad``,
     ``backward`` (each batch's loss backpropagated), ``mean_of_means`` (the batch means
-    averaged), ``last_batch`` (False: a short last batch left out) and ``exp``."""
+    averaged), ``last_batch`` (False: a short last batch left out), ``exp`` (True: e ** the
+    mean, a number: that base), ``batches`` (only that many batches read), ``full_batches``
+    (divided by the number of batches times batch_size); ``restore="train"``: train() after."""
     _sizes(x, y)
     was_training = model.training
     if eval_mode:
         model.eval()
     stop = len(x) if last_batch else min(len(x), max(1, len(x) // batch_size) * batch_size)
+    if batches is not None:
+        stop = min(stop, batches * batch_size)
     losses = []
     with torch.no_grad() if no_grad else contextlib.nullcontext():
         for i in range(0, stop, batch_size):
@@ -266,10 +288,16 @@ def _perplexity(
             if backward:
                 loss.backward()
             losses.append(loss.item())
-    if restore:
+    if restore == "train":
+        model.train()
+    elif restore:
         model.train(was_training)
     nll = np.mean(losses) if mean_of_means else sum(losses) / stop
-    return float(np.exp(nll)) if exp else nll
+    if full_batches:
+        nll = sum(losses) / (len(losses) * batch_size)
+    if exp is True:
+        return float(np.exp(nll))
+    return float(exp**nll) if exp else nll
 
 
 _perplexity_bug = bug.variants("evaluate_perplexity", _perplexity, like=evaluate_perplexity)
@@ -330,9 +358,10 @@ def _(sequences, context_length, bos_id=0):
     "loss_outside_autograd",
     "cross-entropy computed in NumPy: the right value, but no gradient flows",
 )
-class _(Reference):
+class _(_Forward):
     def forward(self, x, y=None):
-        logits, _ = super().forward(x)
+        self.check(x)
+        logits = self.logits(self.vectors(x))
         if y is None:
             return logits, None
         probs = F.softmax(logits, dim=-1).detach().numpy()
@@ -377,15 +406,6 @@ def _(sequences, context_length, bos_id=0):
         windows.append(padded.unfold(0, context_length + 1, 1))  # (len - context_length, n)
     windows = torch.cat(windows)
     return windows[:, :context_length].contiguous(), windows[:, context_length].contiguous()
-
-
-def _given_init(self, vocab_size, context_length, embedding_dim=16, hidden_dim=128):
-    """The ``__init__`` the exercise gives (the learner writes ``forward`` only)."""
-    torch.nn.Module.__init__(self)
-    self.vocab_size, self.context_length = vocab_size, context_length
-    self.embedding = torch.nn.Embedding(vocab_size, embedding_dim)
-    self.hidden = torch.nn.Linear(context_length * embedding_dim, hidden_dim)
-    self.output = torch.nn.Linear(hidden_dim, vocab_size)
 
 
 @correct("MLPLanguageModel", "parameter_matrices")
@@ -476,3 +496,268 @@ def _(model, x, y, batch_size=4096):
     if was_training:
         model.train()
     return float(np.exp(sum(weighted) / len(y)))
+
+
+# ---------------------------------- the classes of issue 31: kinds of input the tests never tried
+
+
+@bug.input(
+    "context_target_pairs",
+    "refuses_zero_only",
+    "if context_length == 0: raise ...: a negative context length quietly gives pairs",
+)
+def _(sequences, context_length, bos_id=0):
+    if context_length == 0:
+        raise ValueError("context_length must not be 0")
+    contexts, targets = [], []
+    for sequence in sequences:
+        padded = [bos_id] * context_length + [int(t) for t in sequence][1:]
+        for end in range(max(context_length, 0), len(padded)):
+            contexts.append(padded[end - context_length : end])
+            targets.append(padded[end])
+    x = torch.tensor(contexts, dtype=torch.long).reshape(len(targets), -1)
+    return x, torch.tensor(targets, dtype=torch.long)
+
+
+@bug(
+    "context_target_pairs",
+    "skips_short_sequences",
+    "if len(sequence) <= context_length: continue: a name shorter than the context is lost",
+)
+def _(sequences, context_length, bos_id=0):
+    _length(context_length)
+    kept = [s for s in sequences if len(s) > context_length]
+    if not kept:
+        empty = torch.zeros((0, context_length), dtype=torch.long)
+        return empty, torch.zeros(0, dtype=torch.long)
+    return _pairs([_pad(s, context_length, bos_id) for s in kept], context_length)
+
+
+@bug("MLPLanguageModel", "relu", "F.relu instead of tanh in the hidden layer")
+class _(_Forward):
+    def logits(self, vectors):
+        return self.output(F.relu(self.hidden(vectors)))
+
+
+@bug(
+    "MLPLanguageModel",
+    "log_softmax_logits",
+    "returns log_softmax(logits): the loss is right, the logits are not",
+)
+class _(_Forward):
+    def logits(self, vectors):
+        return F.log_softmax(super().logits(vectors), dim=-1)
+
+
+@bug(
+    "MLPLanguageModel",
+    "hidden_without_bias",
+    "vectors @ self.hidden.weight.T by hand, the hidden layer's bias forgotten",
+)
+class _(_Forward):
+    def logits(self, vectors):
+        return self.output(torch.tanh(vectors @ self.hidden.weight.T))
+
+
+@bug(
+    "MLPLanguageModel",
+    "loss_flag_without_graph",
+    "torch.tensor(loss.item(), requires_grad=True): the flag is set, but no gradient flows",
+)
+class _(_Forward):
+    def loss(self, logits, y):
+        return torch.tensor(F.cross_entropy(logits, y).item(), requires_grad=True)
+
+
+@bug.input(
+    "MLPLanguageModel",
+    "checks_dim_only",
+    "checks x.dim() == 2 but not the number of columns: the layers crash with RuntimeError",
+)
+class _(_Forward):
+    def check(self, x):
+        if x.dim() != 2:
+            raise ValueError("x must be 2-D")
+
+
+@bug(
+    "training_step",
+    "update_by_hand",
+    "p -= lr * p.grad with the optimizer's lr: momentum, weight decay and Adam are ignored",
+)
+def _(model, optimizer, x, y):
+    model.train()
+    optimizer.zero_grad()
+    _, loss = model(x, y)
+    loss.backward()
+    lr = optimizer.param_groups[0]["lr"]
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter -= lr * parameter.grad
+    return loss.item()
+
+
+@bug(
+    "training_step",
+    "own_cross_entropy",
+    "F.cross_entropy(model(x)[0], y) instead of the model's own loss",
+)
+def _(model, optimizer, x, y):
+    model.train()
+    optimizer.zero_grad()
+    logits, _ = model(x)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+@bug(
+    "training_step",
+    "clips_gradients",
+    "clip_grad_norm_(model.parameters(), 1.0) copied from the training loop: large steps shrink",
+)
+def _(model, optimizer, x, y):
+    model.train()
+    optimizer.zero_grad()
+    _, loss = model(x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss.item()
+
+
+@bug(
+    "training_step",
+    "training_flag_only",
+    "model.training = True: the layers inside the model stay in evaluation mode",
+)
+def _(model, optimizer, x, y):
+    model.training = True
+    optimizer.zero_grad()
+    _, loss = model(x, y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+_step_bug(
+    "restores_the_mode",
+    "model.train(was_training) at the end, as in evaluate_perplexity: an eval model stays so",
+    steps=("train", "zero_grad", "forward", "backward", "step", "restore"),
+)
+
+
+_perplexity_bug("base_two", "2 ** (mean cross-entropy): the cross-entropy is in nats", exp=2)
+
+
+@bug("evaluate_perplexity", "returns_tensor", "torch.exp(total / n): a tensor, not a float")
+def _(model, x, y, batch_size=4096):
+    _sizes(x, y)
+    was_training = model.training
+    model.eval()
+    total = torch.zeros(())
+    with torch.no_grad():
+        for start in range(0, len(x), batch_size):
+            logits = model(x[start : start + batch_size])[0]
+            total += F.cross_entropy(logits, y[start : start + batch_size], reduction="sum")
+    model.train(was_training)
+    return torch.exp(total / len(x))
+
+
+_perplexity_bug(
+    "first_batch_only", "no loop: x[:batch_size] only, the other batches are never read", batches=1
+)
+_perplexity_bug(
+    "divides_by_full_batches",
+    "total / (batches * batch_size): a short last batch is counted as full",
+    full_batches=True,
+)
+_perplexity_bug(
+    "always_back_to_training", "model.train() at the end, whatever mode it was in", restore="train"
+)
+
+
+@bug.input(
+    "evaluate_perplexity",
+    "refuses_no_pairs_only",
+    "checks len(x) == 0 only: more targets than contexts slip through when the batches fit",
+)
+def _(model, x, y, batch_size=4096):
+    if len(x) == 0:
+        raise ValueError("no pairs")
+    return _perplexity(model, x, y[: len(x)], batch_size)
+
+
+@bug.input(
+    "evaluate_perplexity",
+    "no_empty_check",
+    "checks len(x) != len(y) only: no pairs divides by 0 (ZeroDivisionError)",
+)
+def _(model, x, y, batch_size=4096):
+    if len(x) != len(y):
+        raise ValueError("x and y differ in length")
+    if len(x) == 0:
+        return math.exp(0.0 / len(x))
+    return _perplexity(model, x, y, batch_size)
+
+
+# ------------------------------------------------------------------ more correct rewrites
+
+
+@correct("context_target_pairs", "sliding_deque")
+def _(sequences, context_length, bos_id=0):
+    from collections import deque
+
+    if context_length < 1:
+        raise ValueError("context_length < 1")
+    contexts, targets = [], []
+    for sequence in sequences:
+        window = deque([bos_id] * context_length, maxlen=context_length)
+        for token in list(sequence)[1:]:
+            contexts.append(list(window))
+            targets.append(int(token))
+            window.append(int(token))
+    x = torch.as_tensor(np.array(contexts, dtype=np.int64).reshape(-1, context_length))
+    return x, torch.as_tensor(np.array(targets, dtype=np.int64))
+
+
+@correct("MLPLanguageModel", "einsum_nll")
+class _(torch.nn.Module):
+    __init__ = _given_init
+
+    def forward(self, x, y=None):
+        if not (x.ndim == 2 and x.shape[-1] == self.context_length):
+            raise ValueError(f"expected (B, {self.context_length}) ids, got {list(x.shape)}")
+        e = self.embedding(x)  # (B, n, d)
+        w = self.hidden.weight.view(self.hidden.out_features, self.context_length, -1)
+        h = torch.tanh(torch.einsum("bnd,hnd->bh", e, w) + self.hidden.bias)
+        logits = F.linear(h, self.output.weight, self.output.bias)
+        loss = None if y is None else F.nll_loss(F.log_softmax(logits, dim=-1), y)
+        return logits, loss
+
+
+@correct("training_step", "float_of_loss")
+def _(model, optimizer, x, y):
+    model.train(mode=True)
+    optimizer.zero_grad(set_to_none=False)
+    loss = model.forward(x, y)[1]
+    loss.backward()
+    optimizer.step()
+    return float(loss)
+
+
+@correct("evaluate_perplexity", "per_pair_python")
+def _(model, x, y, batch_size=4096):
+    if len(x) < 1 or len(y) != len(x):
+        raise ValueError("need equally many contexts and targets, at least one")
+    mode = model.training
+    model.train(False)
+    nll = []
+    with torch.no_grad():
+        for start in range(0, len(x), batch_size):
+            logits = model(x[start : start + batch_size])[0]
+            log_p = logits.log_softmax(dim=1)
+            nll += [-float(log_p[i, int(t)]) for i, t in enumerate(y[start : start + batch_size])]
+    model.train(mode)
+    return math.exp(math.fsum(nll) / len(nll))

@@ -110,11 +110,11 @@ def _(ids, window):
     return np.concatenate(centers), np.concatenate(contexts)
 
 
-_skipgram_bug(
-    "no_window_check",
-    "window 0 quietly gives no pairs instead of ValueError",
-    checked=False,
+@bug.input(
+    "skipgram_pairs", "no_window_check", "window 0 quietly gives no pairs instead of ValueError"
 )
+def _(ids, window):
+    return _skipgram(ids, window, checked=False)
 
 
 # ---------------------------------------------------------------------- noise_distribution
@@ -157,7 +157,9 @@ def _(counts, power=0.75):
     return weights / weights.sum()
 
 
-@bug("noise_distribution", "nan_for_all_zero", "no check: all-zero counts give nan, not ValueError")
+@bug.input(
+    "noise_distribution", "nan_for_all_zero", "no check: all-zero counts give nan, not ValueError"
+)
 def _(counts, power=0.75):
     counts = np.asarray(counts, dtype=np.float64)
     weights = np.where(counts > 0, counts, 0.0) ** power * (counts > 0)
@@ -267,7 +269,7 @@ def _(embeddings, query, k=10):
     return [int(i) for i in order[1 : k + 1]]
 
 
-@bug("nearest_neighbours", "no_range_check", "query -1 quietly means the last word")
+@bug.input("nearest_neighbours", "no_range_check", "query -1 quietly means the last word")
 def _(embeddings, query, k=10):
     unit = _unit(_rows(embeddings))
     return _ranked(unit @ unit[query], k, [int(query) % len(unit)])
@@ -313,7 +315,7 @@ def _(embeddings, a, b, c, k=1):
     return [i for i in top if i not in (a, b, c)]
 
 
-@bug("analogy", "no_range_check", "an id outside the table is not refused")
+@bug.input("analogy", "no_range_check", "an id outside the table is not refused")
 def _(embeddings, a, b, c, k=1):
     unit = _unit(_rows(embeddings))
     ids = [int(i) % len(unit) for i in (a, b, c)]
@@ -501,3 +503,225 @@ def _(embeddings, a, b, c, k=1):
     similarity[[a, b, c]] = -2.0
     order = torch.argsort(similarity, descending=True).tolist()
     return [i for i in order if i not in (a, b, c)][:k]
+
+
+# ---------------------------------- the classes of issue 31: kinds of input the tests never tried
+
+
+@bug("skipgram_pairs", "unique_pairs", "collects the pairs in a set: a repeated pair counts once")
+def _(ids, window):
+    if window < 1:
+        raise ValueError("window must be at least 1")
+    words = [int(w) for w in np.asarray(ids).reshape(-1)]
+    pairs = {
+        (words[i], words[j])
+        for i in range(len(words))
+        for j in range(max(0, i - window), min(len(words), i + window + 1))
+        if i != j
+    }
+    return _as_pairs([c for c, _ in sorted(pairs)], [o for _, o in sorted(pairs)])
+
+
+@bug("skipgram_pairs", "keeps_the_dtype", "np.asarray(ids): int32 ids give int32 pairs")
+def _(ids, window):
+    if window < 1:
+        raise ValueError("window must be at least 1")
+    ids = np.asarray(ids).reshape(-1)
+    if ids.size < 2:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    centers, contexts = [], []
+    for d in range(1, min(window, ids.size - 1) + 1):
+        centers += [ids[:-d], ids[d:]]
+        contexts += [ids[d:], ids[:-d]]
+    return np.concatenate(centers), np.concatenate(contexts)
+
+
+@bug.input(
+    "skipgram_pairs",
+    "short_sequence_first",
+    "returns the empty pairs of a short sequence before checking the window",
+)
+def _(ids, window):
+    if len(ids) < 2:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return _skipgram(ids, window)
+
+
+@bug(
+    "noise_distribution",
+    "float32_weights",
+    "np.asarray(counts, dtype=np.float32): the probabilities come back float32",
+)
+def _(counts, power=0.75):
+    counts = np.asarray(_checked_counts(counts), dtype=np.float32)
+    weights = np.where(counts > 0, counts**power, 0.0).astype(np.float32)
+    return weights / weights.sum()
+
+
+@bug.input(
+    "noise_distribution",
+    "negative_not_refused",
+    "checks counts.sum() == 0 only: a negative count among positive ones slips through",
+)
+def _(counts, power=0.75):
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.size == 0 or counts.sum() == 0:
+        raise ValueError("nothing to draw from")
+    weights = np.where(counts > 0, np.abs(counts) ** power, 0.0)
+    return weights / weights.sum()
+
+
+@bug(
+    "negative_sampling_loss",
+    "flag_without_graph",
+    "the loss in NumPy, then torch.tensor(..., requires_grad=True): a flag without a graph",
+)
+def _(scores):
+    s = scores.detach().numpy()
+    per_row = np.logaddexp(0, -s[:, 0]) + np.logaddexp(0, s[:, 1:]).sum(axis=1)
+    return torch.tensor(per_row.mean(), dtype=scores.dtype, requires_grad=True)
+
+
+_loss_bug(
+    "clamps_scores",
+    "scores.clamp(-20, 20) against overflow: scores far from 0 cost too little",
+    log_sigmoid=lambda x: F.logsigmoid(x.clamp(-20, 20)),
+)
+
+
+@bug("negative_sampling_loss", "always_float64", "scores.double(): float32 scores give float64")
+def _(scores):
+    return _softplus_loss(scores.double())
+
+
+@bug(
+    "negative_sampling_loss",
+    "squeezes_scores",
+    "scores.squeeze() first: a batch without noise words (B, 1) becomes one row",
+)
+def _(scores):
+    s = scores.squeeze()
+    if s.dim() < 2:
+        s = s.reshape(1, -1)
+    return _softplus_loss(s)
+
+
+@bug(
+    "nearest_neighbours",
+    "ids_sorted",
+    "sorted(set(top ids) - {query}): the ids in increasing order, not most similar first",
+)
+def _(embeddings, query, k=10):
+    _check_id(embeddings, query)
+    unit = _unit(_rows(embeddings))
+    top = _ranked(unit @ unit[query], k, [query])
+    return sorted(set(top))
+
+
+@bug.input(
+    "nearest_neighbours",
+    "negative_not_refused",
+    "checks query >= len(embeddings) only: -1 quietly means the last word",
+)
+def _(embeddings, query, k=10):
+    if query >= len(embeddings):
+        raise ValueError("query outside the table")
+    unit = _unit(_rows(embeddings))
+    return _ranked(unit @ unit[query], k, [int(query) % len(unit)])
+
+
+@bug.input(
+    "nearest_neighbours",
+    "off_by_one_bound",
+    "checks query > len(embeddings): the id just past the last row raises IndexError",
+)
+def _(embeddings, query, k=10):
+    if query < 0 or query > len(embeddings):
+        raise ValueError("query outside the table")
+    unit = _unit(_rows(embeddings))
+    return _ranked(unit @ unit[query], k, [query])
+
+
+@bug("analogy", "ignores_k", "returns the single best word, whatever k is")
+def _(embeddings, a, b, c, k=1):
+    _check_id(embeddings, a, b, c)
+    unit = _unit(_rows(embeddings))
+    return _ranked(unit @ _unit(unit[b] - unit[a] + unit[c]), 1, [a, b, c])
+
+
+@bug("analogy", "returns_tensor", "returns the top-k indices tensor, not a list of ids")
+def _(embeddings, a, b, c, k=1):
+    _check_id(embeddings, a, b, c)
+    unit = _unit(_rows(embeddings))
+    scores = unit @ _unit(unit[b] - unit[a] + unit[c])
+    scores[[a, b, c]] = -math.inf
+    return torch.topk(scores, min(k, len(scores) - len({a, b, c}))).indices
+
+
+@bug.input(
+    "analogy",
+    "upper_bound_only",
+    "checks max(a, b, c) >= len(embeddings) only: a negative id is read from the end",
+)
+def _(embeddings, a, b, c, k=1):
+    if max(a, b, c) >= len(embeddings):
+        raise ValueError("an id outside the table")
+    unit = _unit(_rows(embeddings))
+    ids = [int(i) % len(unit) for i in (a, b, c)]
+    return _ranked(unit @ _unit(unit[ids[1]] - unit[ids[0]] + unit[ids[2]]), k, ids)
+
+
+# ------------------------------------------------------------------ more correct rewrites
+
+
+@correct("skipgram_pairs", "index_grid")
+def _(ids, window):
+    if not window >= 1:
+        raise ValueError("the window must be 1 or more")
+    ids = np.array(ids, dtype=np.int64).ravel()
+    i, j = np.meshgrid(np.arange(ids.size), np.arange(ids.size), indexing="ij")
+    near = (np.abs(i - j) >= 1) & (np.abs(i - j) <= window)
+    return ids[i[near]], ids[j[near]]
+
+
+@correct("noise_distribution", "masked_power")
+def _(counts, power=0.75):
+    c = np.array(counts, dtype=np.float64, copy=True).ravel()
+    if c.size == 0 or np.any(c < 0) or not np.any(c > 0):
+        raise ValueError("need non-negative counts, at least one of them positive")
+    out = np.power(c, power, out=np.zeros_like(c), where=c > 0)
+    return out / np.sum(out)
+
+
+@correct("negative_sampling_loss", "logaddexp_signs")
+def _(scores):
+    # -log σ(x) = log(1 + e^-x) = logaddexp(0, -x): +1 for the real pair, -1 for the noise
+    signs = torch.ones(scores.shape[1], dtype=scores.dtype)
+    signs[1:] = -1
+    per_entry = torch.logaddexp(torch.zeros((), dtype=scores.dtype), -signs * scores)
+    return per_entry.sum(dim=1).mean()
+
+
+@correct("nearest_neighbours", "numpy_lexsort")
+def _(embeddings, query, k=10):
+    table = embeddings.detach().numpy().astype(np.float64)
+    if query not in range(len(table)):
+        raise ValueError(f"{query} is not a word id")
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    cosines = unit @ unit[query]
+    order = np.lexsort((np.arange(len(table)), -cosines))  # by cosine, ties by id
+    return [int(i) for i in order if i != query][:k]
+
+
+@correct("analogy", "masked_topk")
+def _(embeddings, a, b, c, k=1):
+    table = embeddings.to(torch.float64)
+    if any(i < 0 or i >= table.shape[0] for i in (a, b, c)):
+        raise ValueError("a, b and c must be ids of the table")
+    unit = F.normalize(table, dim=1)
+    target = F.normalize(unit[b] - unit[a] + unit[c], dim=0)
+    cosines = unit @ target
+    allowed = torch.ones(len(table), dtype=torch.bool)
+    allowed[[a, b, c]] = False
+    order = torch.argsort(cosines[allowed], descending=True, stable=True)
+    return torch.arange(len(table))[allowed][order][:k].tolist()

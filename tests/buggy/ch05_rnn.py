@@ -3,15 +3,21 @@
 Same layout as ``ch01_bigrams.py``: each function carries the name of the exercise part it
 answers and is registered in ``BUGS[name]`` with a one-line description; the hidden tests of the
 notebook must fail every one of them while the reference passes. ``ALTERNATIVES`` (at the end)
-holds correct answers written differently (per-sample loops, ``torch.addmm``, NumPy instead of
-torch, all the tanh slopes first, ``torch.nn.utils.clip_grad_norm_``), which the hidden tests
-must accept.
+holds correct answers written differently (per-sample loops, ``torch.addmm``, ``F.linear``,
+NumPy for the hand-written backward pass, all the tanh slopes first,
+``torch.nn.utils.clip_grad_norm_``, ``math.hypot`` of the norms), which the hidden tests must
+accept. The forward parts must be differentiable by autograd, so a NumPy step (even one wrapped
+with ``requires_grad=True``) is a bug here. No entry calls the reference of a part of this
+assignment: the grader withholds those (``like=`` only borrows a signature).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from mini_llm import rnn
 
@@ -260,7 +266,11 @@ _clip_bug(
     "max_norm / norm without the 1e-6: all-zero gradients divide by 0",
     scale=lambda max_norm, norm: min(1.0, max_norm / norm),
 )
-_clip_bug("accepts_non_positive", "max_norm <= 0 is not refused", checked=False)
+
+
+@bug.input("clip_by_global_norm", "accepts_non_positive", "max_norm <= 0 is not refused")
+def _(grads, max_norm):
+    return _clip(grads, max_norm, checked=False)
 
 
 # ------------------------------------------------- dtypes and the caller's data (issue 18)
@@ -296,12 +306,10 @@ _clip_bug(
 # ---------------------------------------------------------------- correct, written differently
 
 
-@correct("rnn_step", "per_sample_numpy")
+@correct("rnn_step", "per_sample_mv")
 def _(x_t, h_prev, W_xh, W_hh, b_h):
-    x, h = x_t.detach().numpy(), h_prev.detach().numpy()
-    Wx, Wh, b = W_xh.detach().numpy(), W_hh.detach().numpy(), b_h.detach().numpy()
-    rows = [np.tanh(Wx @ x[i] + Wh @ h[i] + b) for i in range(x.shape[0])]
-    return torch.from_numpy(np.stack(rows))
+    rows = [torch.tanh(torch.mv(W_xh, x) + torch.mv(W_hh, h) + b_h) for x, h in zip(x_t, h_prev)]
+    return torch.stack(rows)
 
 
 @correct("rnn_step", "addmm")
@@ -397,3 +405,189 @@ def _(grads, max_norm):
         p.grad = g.detach().clone()
     norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
     return [p.grad for p in params], float(norm)
+
+
+# ------------------------------------------ generated inputs and autograd (issue 31): new bugs
+
+
+@bug(
+    "rnn_step",
+    "numpy_wrapped_requires_grad",
+    "the step in NumPy, wrapped in torch.tensor(..., requires_grad=True): a flag, no graph",
+)
+def _(x_t, h_prev, W_xh, W_hh, b_h):
+    x, h = x_t.detach().numpy(), h_prev.detach().numpy()
+    Wx, Wh, b = W_xh.detach().numpy(), W_hh.detach().numpy(), b_h.detach().numpy()
+    rows = [np.tanh(Wx @ x[i] + Wh @ h[i] + b) for i in range(x.shape[0])]
+    return torch.tensor(np.stack(rows), requires_grad=True)
+
+
+_step_bug(
+    "detaches_h_prev",
+    "h_prev.detach() inside the step (truncation in the wrong place): no gradient reaches h_prev",
+    h_prev=derived(lambda a: a.h_prev.detach()),
+)
+_step_bug(
+    "casts_to_float32",
+    "x_t.float() and friends 'for speed': float64 inputs give a float32 state",
+    activation=lambda a: torch.tanh(a.float()),
+)
+_step_bug(
+    "tanh_from_exponentials",
+    "tanh written as (e^2a - 1) / (e^2a + 1): nan once the pre-activation is large",
+    activation=lambda a: (torch.exp(2 * a) - 1) / (torch.exp(2 * a) + 1),
+)
+
+
+@bug(
+    "rnn_forward",
+    "detaches_between_steps",
+    "h = h.detach() after every step: right states, no gradient through time",
+)
+def _(xs, h0, W_xh, W_hh, b_h):
+    h, states = h0, []
+    for t in range(xs.shape[1]):
+        h = torch.tanh(xs[:, t] @ W_xh.T + h @ W_hh.T + b_h)
+        states.append(h)
+        h = h.detach()
+    return torch.stack(states, dim=1)
+
+
+@bug(
+    "rnn_forward",
+    "float64_buffer",
+    "states stored in torch.zeros(..., dtype=torch.float64): float32 inputs come back float64",
+)
+def _(xs, h0, W_xh, W_hh, b_h):
+    B, T, _ = xs.shape
+    hs = torch.zeros(B, T, W_hh.shape[0], dtype=torch.float64)
+    h = h0
+    for t in range(T):
+        h = torch.tanh(xs[:, t] @ W_xh.T + h @ W_hh.T + b_h)
+        hs[:, t] = h
+    return hs
+
+
+@bug(
+    "rnn_forward", "writes_into_h0", "h = h0, then h[:] = new state: the caller's h0 is overwritten"
+)
+def _(xs, h0, W_xh, W_hh, b_h):
+    h, states = h0, []
+    for t in range(xs.shape[1]):
+        h[:] = torch.tanh(xs[:, t] @ W_xh.T + h @ W_hh.T + b_h)
+        states.append(h.clone())
+    return torch.stack(states, dim=1)
+
+
+@bug(
+    "rnn_backward",
+    "float32_accumulators",
+    "dW = torch.zeros(H, D); dW += ...: the sums are float32 whatever the inputs",
+)
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    grads = _backward(xs, h0, W_xh, W_hh, b_h, grad_hs)
+    for key in ("W_xh", "W_hh", "b_h"):
+        total = torch.zeros(grads[key].shape)
+        total += grads[key]
+        grads[key] = total
+    return grads
+
+
+@bug(
+    "rnn_backward",
+    "adds_into_grad_hs",
+    "d = grad_hs[:, t]; d += carried: a view, so the caller's grad_hs is changed",
+)
+def _(xs, h0, W_xh, W_hh, b_h, grad_hs):
+    states = _states(xs, h0, W_xh, W_hh, b_h)
+    grads = {k: torch.zeros_like(v) for k, v in (("W_xh", W_xh), ("W_hh", W_hh), ("b_h", b_h))}
+    d_states, carried = [None] * len(states), torch.zeros_like(h0)
+    for t in reversed(range(len(states))):
+        d = grad_hs[:, t]
+        d += carried
+        delta = d * (1 - states[t] ** 2)
+        grads["W_xh"] = grads["W_xh"] + delta.T @ xs[:, t]
+        grads["W_hh"] = grads["W_hh"] + delta.T @ (states[t - 1] if t > 0 else h0)
+        grads["b_h"] = grads["b_h"] + delta.sum(dim=0)
+        carried = delta @ W_hh
+        d_states[t] = d.clone()
+    return {**grads, "h0": carried, "hs": torch.stack(d_states, dim=1)}
+
+
+_backward_bug(
+    "returns_float64",
+    "everything .double() 'for accuracy': float32 inputs get float64 gradients",
+    returns=lambda grads, a: {k: v.double() for k, v in grads.items()},
+)
+
+
+@bug.input(
+    "clip_by_global_norm", "refuses_only_zero", "if max_norm == 0: a negative max_norm slips by"
+)
+def _(grads, max_norm):
+    if max_norm == 0:
+        raise ValueError("max_norm must not be 0")
+    return _clip(grads, max_norm, checked=False)
+
+
+@bug.input("clip_by_global_norm", "refuses_only_negative", "if max_norm < 0: max_norm = 0 slips by")
+def _(grads, max_norm):
+    if max_norm < 0:
+        raise ValueError("max_norm must not be negative")
+    return _clip(grads, max_norm, checked=False)
+
+
+@bug.input(
+    "clip_by_global_norm",
+    "assert_not_valueerror",
+    "assert max_norm > 0: AssertionError, not ValueError",
+)
+def _(grads, max_norm):
+    assert max_norm > 0, "max_norm must be positive"
+    return _clip(grads, max_norm, checked=False)
+
+
+@bug.input(
+    "clip_by_global_norm",
+    "zero_gradients_return_early",
+    "returns early when every gradient is zero, before checking max_norm",
+)
+def _(grads, max_norm):
+    if _joint_norm(grads) == 0:
+        return [g.clone() for g in grads], 0.0
+    return _clip(grads, max_norm)
+
+
+_clip_bug(
+    "norm_as_tensor",
+    "returns the norm as a 0-d tensor (torch.linalg.vector_norm), not a Python float",
+    returns=lambda out, a: (out[0], torch.tensor(out[1])),
+)
+_clip_bug(
+    "casts_to_float32",
+    "[g.float() * scale ...]: float64 gradients come back float32",
+    cast=lambda g: g.float(),
+)
+
+
+# ------------------------------------------------- correct, written differently (issue 31)
+
+
+@correct("rnn_forward", "linear_then_addmm")
+def _(xs, h0, W_xh, W_hh, b_h):
+    inputs = F.linear(xs, W_xh, b_h).unbind(dim=1)  # T tensors (B, H)
+    states = []
+    h = h0
+    for a in inputs:
+        h = torch.tanh(torch.addmm(a, h, W_hh.t()))
+        states.append(h)
+    return torch.stack(states, dim=1)
+
+
+@correct("clip_by_global_norm", "hypot_of_norms")
+def _(grads, max_norm):
+    if not max_norm > 0:
+        raise ValueError("max_norm must be positive")
+    norm = math.hypot(*(float(torch.linalg.vector_norm(g.double())) for g in grads))
+    factor = max_norm / (norm + 1e-6)
+    return [g * factor if factor < 1 else g.clone() for g in grads], norm

@@ -4,13 +4,17 @@ Same layout as ``ch05_rnn.py``: each function carries the name of the exercise p
 and is registered in ``BUGS[name]`` with a one-line description; the hidden tests of the notebook
 must fail every one of them while the reference passes. ``ALTERNATIVES`` (at the end) holds
 correct answers written differently (slices instead of ``chunk``, one weight slice per gate,
-``torch.addmm``, NumPy, other draw orders for the task), which the hidden tests must accept.
+``torch.addmm``, ``F.linear`` and ``torch.lerp``, other draw orders for the task), which the
+hidden tests must accept. The cells must be differentiable by autograd, so a NumPy step (even one
+wrapped with ``requires_grad=True``) is a bug here. No entry calls the reference of a part of
+this assignment: the grader withholds those (``like=`` only borrows a signature).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from mini_llm.lstm import first_token_task, gru_step, lstm_forward, lstm_step
 
@@ -215,7 +219,11 @@ _task_bug(
     "y = x[:, -1]: the target is the last token, not the class",
     returns=lambda xy, a: (xy[0], xy[0][:, -1]),
 )
-_task_bug("no_input_check", "length 0 and a single class are not refused", checked=False)
+
+
+@bug.input("first_token_task", "no_input_check", "length 0 and a single class are not refused")
+def _(batch_size, length, n_classes, generator):
+    return _task(batch_size, length, n_classes, generator, checked=False)
 
 
 # ------------------------------------------------------ dtypes and a batch of one (issue 18)
@@ -254,21 +262,16 @@ def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
     return o * torch.tanh(c), c
 
 
-@correct("lstm_step", "numpy_per_gate_weights")
+@correct("lstm_step", "per_gate_weights")
 def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
-    x, h, c = x_t.numpy(), h_prev.numpy(), c_prev.numpy()
-    H = h.shape[1]
-    Wi, Wh, bb = W_ih.numpy(), W_hh.numpy(), b.numpy()
+    H = h_prev.shape[1]
 
     def gate(k):
         rows = slice(k * H, (k + 1) * H)
-        return x @ Wi[rows].T + h @ Wh[rows].T + bb[rows]
+        return F.linear(x_t, W_ih[rows], b[rows]) + F.linear(h_prev, W_hh[rows])
 
-    def sig(a):
-        return 1 / (1 + np.exp(-a))
-
-    c_new = sig(gate(1)) * c + sig(gate(0)) * np.tanh(gate(2))
-    return torch.from_numpy(sig(gate(3)) * np.tanh(c_new)), torch.from_numpy(c_new)
+    c_new = torch.sigmoid(gate(1)) * c_prev + torch.sigmoid(gate(0)) * torch.tanh(gate(2))
+    return torch.sigmoid(gate(3)) * torch.tanh(c_new), c_new
 
 
 @correct("lstm_forward", "per_sequence_preallocated")
@@ -329,3 +332,245 @@ def _(batch_size, length, n_classes, generator):
     ]
     x = torch.stack(columns[::-1], dim=1)
     return x, x[:, 0].clone()
+
+
+# ------------------------------------------ generated inputs and autograd (issue 31): new bugs
+
+
+@bug(
+    "lstm_step",
+    "numpy_wrapped_requires_grad",
+    "the step in NumPy, wrapped in torch.tensor(..., requires_grad=True): a flag, no graph",
+)
+def _(x_t, h_prev, c_prev, W_ih, W_hh, b):
+    x, h, c = (t.detach().numpy() for t in (x_t, h_prev, c_prev))
+    a = x @ W_ih.detach().numpy().T + h @ W_hh.detach().numpy().T + b.detach().numpy()
+    i, f, g, o = np.split(a, 4, axis=-1)
+
+    def sig(v):
+        return 1 / (1 + np.exp(-v))
+
+    c_new = sig(f) * c + sig(i) * np.tanh(g)
+    h_new = sig(o) * np.tanh(c_new)
+    return torch.tensor(h_new, requires_grad=True), torch.tensor(c_new, requires_grad=True)
+
+
+_step_bug(
+    "detaches_c_prev",
+    "c_prev.detach(): the memory is kept out of the graph, no gradient reaches c_prev",
+    c_prev=derived(lambda a: a.c_prev.detach()),
+)
+_step_bug(
+    "sigmoid_from_exp_ratio",
+    "forget gate as exp(a) / (1 + exp(a)): nan once a is large",
+    forget=lambda a: torch.exp(a) / (1 + torch.exp(a)),
+)
+_step_bug(
+    "casts_to_float32",
+    "the cell state computed in .float(): float64 inputs give float32 results",
+    shown=lambda c: torch.tanh(c.float()),
+    returns=lambda hc, a: (hc[0], hc[1].float()),
+)
+
+
+@bug(
+    "lstm_forward",
+    "detaches_between_steps",
+    "h, c = h.detach(), c.detach() after every step: right states, no gradient through time",
+)
+def _(xs, h0, c0, W_ih, W_hh, b):
+    h, c, states = h0, c0, []
+    for t in range(xs.shape[1]):
+        h, c = _lstm_step(xs[:, t], h, c, W_ih, W_hh, b)
+        states.append(h)
+        if t < xs.shape[1] - 1:
+            h, c = h.detach(), c.detach()
+    return torch.stack(states, dim=1), (h, c)
+
+
+@bug(
+    "lstm_forward",
+    "updates_c0_in_place",
+    "c = c0, then c *= f; c += i * g: changes the caller's c0",
+)
+def _(xs, h0, c0, W_ih, W_hh, b):
+    h, c, states = h0, c0, []
+    for t in range(xs.shape[1]):
+        i, f, g, o = _pre(xs[:, t], h, W_ih, W_hh, b)
+        c *= torch.sigmoid(f)
+        c += torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        states.append(h)
+    return torch.stack(states, dim=1), (h, c)
+
+
+@bug(
+    "lstm_forward",
+    "float64_buffer",
+    "states stored in torch.zeros(..., dtype=torch.float64): float32 inputs come back float64",
+)
+def _(xs, h0, c0, W_ih, W_hh, b):
+    B, T, _ = xs.shape
+    hs = torch.zeros(B, T, h0.shape[1], dtype=torch.float64)
+    h, c = h0, c0
+    for t in range(T):
+        h, c = _lstm_step(xs[:, t], h, c, W_ih, W_hh, b)
+        hs[:, t] = h
+    return hs, (h, c)
+
+
+@bug(
+    "gru_step",
+    "numpy_wrapped_requires_grad",
+    "the step in NumPy, wrapped in torch.tensor(..., requires_grad=True): a flag, no graph",
+)
+def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    x, h = x_t.detach().numpy(), h_prev.detach().numpy()
+    x_r, x_z, x_n = np.split(x @ W_ih.detach().numpy().T + b_ih.detach().numpy(), 3, axis=-1)
+    u_r, u_z, u_n = np.split(h @ W_hh.detach().numpy().T + b_hh.detach().numpy(), 3, axis=-1)
+    r, z = 1 / (1 + np.exp(-(x_r + u_r))), 1 / (1 + np.exp(-(x_z + u_z)))
+    n = np.tanh(x_n + r * u_n)
+    return torch.tensor((1 - z) * n + z * h, requires_grad=True)
+
+
+@bug(
+    "gru_step",
+    "split_not_chunk",
+    "torch.split(a, 3, dim=-1): blocks of 3 columns, right only when H = 3",
+)
+def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    x_r, x_z, x_n = torch.split(x_t @ W_ih.T + b_ih, 3, dim=-1)[:3]
+    u_r, u_z, u_n = torch.split(h_prev @ W_hh.T + b_hh, 3, dim=-1)[:3]
+    r, z = torch.sigmoid(x_r + u_r), torch.sigmoid(x_z + u_z)
+    n = torch.tanh(x_n + r * u_n)
+    return (1 - z) * n + z * h_prev
+
+
+_gru_bug(
+    "tanh_from_exponentials",
+    "the candidate's tanh as (e^2a - 1) / (e^2a + 1): nan once a is large",
+    candidate=lambda x_n, r, u_n, h, W_hn, b_hn: (
+        (torch.exp(2 * (x_n + r * u_n)) - 1) / (torch.exp(2 * (x_n + r * u_n)) + 1)
+    ),
+)
+_gru_bug(
+    "casts_to_float32",
+    "h_prev.float() in the mix: float64 inputs give a float32 state",
+    returns=lambda h, a: h.float(),
+)
+
+
+def _task_checked(check):
+    """``_task`` behind the learner's own ``check(length, n_classes)`` instead of the right one."""
+
+    def task(batch_size, length, n_classes, generator):
+        check(length, n_classes)
+        return _task(batch_size, length, n_classes, generator, checked=False)
+
+    return task
+
+
+def _only_zero_length(length, n_classes):
+    if length == 0 or n_classes < 2:
+        raise ValueError("need length >= 1 and n_classes >= 2")
+
+
+def _only_one_class(length, n_classes):
+    if length < 1 or n_classes == 1:
+        raise ValueError("need length >= 1 and n_classes >= 2")
+
+
+def _asserted(length, n_classes):
+    assert length >= 1 and n_classes >= 2, "need length >= 1 and n_classes >= 2"
+
+
+bug.input(
+    "first_token_task", "refuses_only_length_zero", "if length == 0: negative lengths slip by"
+)(_task_checked(_only_zero_length))
+bug.input("first_token_task", "refuses_only_one_class", "if n_classes == 1: 0 or fewer slip by")(
+    _task_checked(_only_one_class)
+)
+bug.input(
+    "first_token_task",
+    "assert_not_valueerror",
+    "assert length >= 1 ...: AssertionError, not ValueError",
+)(_task_checked(_asserted))
+
+
+@bug.input(
+    "first_token_task",
+    "checks_after_drawing",
+    "draws first, checks after: torch.randint's own RuntimeError comes first for bad sizes",
+)
+def _(batch_size, length, n_classes, generator):
+    classes = torch.randint(n_classes, (batch_size,), generator=generator)
+    rest = torch.randint(n_classes, 2 * n_classes, (batch_size, length - 1), generator=generator)
+    if length < 1 or n_classes < 2:
+        raise ValueError("need length >= 1 and n_classes >= 2")
+    return torch.cat([classes[:, None], rest], dim=1), classes
+
+
+@bug(
+    "first_token_task",
+    "classes_from_one",
+    "torch.randint(1, n_classes, ...): class 0 never appears",
+)
+def _(batch_size, length, n_classes, generator):
+    if length < 1 or n_classes < 2:
+        raise ValueError("need length >= 1 and n_classes >= 2")
+    classes = torch.randint(1, n_classes, (batch_size,), generator=generator)
+    rest = torch.randint(n_classes, 2 * n_classes, (batch_size, length - 1), generator=generator)
+    return torch.cat([classes[:, None], rest], dim=1), classes
+
+
+@bug(
+    "first_token_task",
+    "high_off_by_one",
+    "distractors from torch.randint(K, 2K - 1): the largest distractor never appears",
+)
+def _(batch_size, length, n_classes, generator):
+    if length < 1 or n_classes < 2:
+        raise ValueError("need length >= 1 and n_classes >= 2")
+    classes = torch.randint(n_classes, (batch_size,), generator=generator)
+    rest = torch.randint(
+        n_classes, 2 * n_classes - 1, (batch_size, length - 1), generator=generator
+    )
+    return torch.cat([classes[:, None], rest], dim=1), classes
+
+
+# ------------------------------------------------- correct, written differently (issue 31)
+
+
+@correct("lstm_forward", "linear_then_unbind")
+def _(xs, h0, c0, W_ih, W_hh, b):
+    h, c, states = h0, c0, []
+    for a_x in F.linear(xs, W_ih, b).unbind(dim=1):
+        i, f, g, o = torch.addmm(a_x, h, W_hh.t()).chunk(4, dim=1)
+        c = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), torch.tanh(g))
+        h = torch.sigmoid(o) * torch.tanh(c)
+        states.append(h.unsqueeze(1))
+    return torch.cat(states, dim=1), (h, c)
+
+
+@correct("gru_step", "linear_and_lerp")
+def _(x_t, h_prev, W_ih, W_hh, b_ih, b_hh):
+    gx = F.linear(x_t, W_ih, b_ih)
+    gh = F.linear(h_prev, W_hh, b_hh)
+    H = h_prev.shape[-1]
+    r = torch.sigmoid(gx[..., :H] + gh[..., :H])
+    z = torch.sigmoid(gx[..., H : 2 * H] + gh[..., H : 2 * H])
+    n = torch.tanh(gx[..., 2 * H :] + r * gh[..., 2 * H :])
+    return torch.lerp(n, h_prev, z)  # n + z * (h_prev - n)
+
+
+@correct("first_token_task", "row_by_row")
+def _(batch_size, length, n_classes, generator):
+    if length < 1 or n_classes < 2:
+        raise ValueError("need length >= 1 and n_classes >= 2")
+    rows, classes = [], []
+    for _ in range(batch_size):
+        k = int(torch.randint(n_classes, (), generator=generator))
+        rest = torch.randint(n_classes, 2 * n_classes, (length - 1,), generator=generator)
+        rows.append(torch.cat([torch.tensor([k]), rest]))
+        classes.append(k)
+    return torch.stack(rows), torch.tensor(classes, dtype=torch.int64)

@@ -114,7 +114,9 @@ _words_bug(
 )
 
 
-@bug("number_to_words", "range_off_by_one", "accepts n = 1,000,000 (the check is n <= 1_000_000)")
+@bug.input(
+    "number_to_words", "range_off_by_one", "accepts n = 1,000,000 (the check is n <= 1_000_000)"
+)
 def _(n):
     if not 0 <= n <= 1_000_000:
         raise ValueError(n)
@@ -461,3 +463,166 @@ def _(predicted, target, eos):
         end = int(np.flatnonzero(gold == eos)[0]) + 1
         matches.append(len(row) >= end and bool(np.array_equal(row[:end], gold[:end])))
     return float(np.mean(matches))
+
+
+# ------------------------------------------------------------------ more realistic mistakes
+# Written from the classes the hidden tests used to miss: invalid input beyond one value,
+# faked autograd, a finite mask fill against very low scores, one shape or dtype only, data
+# that never exercises the rule (an end token that is always 2).
+
+
+@bug.input(
+    "number_to_words",
+    "negatives_accepted",
+    "only n >= 1,000,000 is refused: a negative n is spelled as n % 1,000,000",
+)
+def _(n):
+    if n >= 1_000_000:
+        raise ValueError(n)
+    return _words(n % 1_000_000)
+
+
+@bug.input(
+    "number_to_words",
+    "abs_of_negative",
+    "n = abs(n) 'to be safe': -42 is spelled forty two instead of refused",
+)
+def _(n):
+    return _words(abs(n))
+
+
+def _filled(scores, mask, fill):
+    return torch.softmax(scores.masked_fill(~mask, fill), dim=-1)
+
+
+@bug(
+    "masked_softmax",
+    "fill_minus_1e9",
+    "masked scores set to -1e9: real scores below -1e9 lose to the padding",
+)
+def _(scores, mask):
+    return _filled(scores, mask, -1e9)
+
+
+@bug(
+    "masked_softmax",
+    "numpy_with_requires_grad",
+    "the softmax in NumPy, wrapped with requires_grad=True: the flag, but no graph",
+)
+def _(scores, mask):
+    values = scores.detach().numpy().copy()
+    values[~np.broadcast_to(mask.numpy(), values.shape)] = -np.inf
+    e = np.exp(values - values.max(axis=-1, keepdims=True))
+    return torch.tensor(e / e.sum(axis=-1, keepdims=True), dtype=scores.dtype, requires_grad=True)
+
+
+@bug(
+    "masked_softmax",
+    "global_max_shift",
+    "subtracts the largest score of the whole tensor, not of each row: far-apart rows underflow",
+)
+def _(scores, mask):
+    e = torch.exp(scores - scores.max()) * mask
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+@bug(
+    "masked_softmax",
+    "float32_always",
+    "scores.float() 'to save memory': float64 scores come out float32",
+)
+def _(scores, mask):
+    return _filled(scores.float(), mask, float("-inf"))
+
+
+_attention_bug(
+    "fill_minus_1e9",
+    "masked scores set to -1e9: real scores below -1e9 lose to the padding",
+    weigh=lambda s, mask: _filled(s, mask, -1e9),
+)
+_attention_bug(
+    "squeezed_scores",
+    "(tanh(...) @ v[:, None]).squeeze(): one source position loses its axis",
+    scores=lambda q, k, W_q, W_k, v: (
+        torch.tanh((q @ W_q.T)[:, None, :] + k @ W_k.T) @ v[:, None]
+    ).squeeze(),
+)
+
+
+@bug(
+    "additive_attention",
+    "numpy_with_requires_grad",
+    "computed in NumPy, wrapped with requires_grad=True: right values, nothing learns",
+)
+def _(query, keys, mask, W_q, W_k, v):
+    q, k, wq, wk, a = (t.detach().numpy() for t in (query, keys, W_q, W_k, v))
+    scores = np.tanh((q @ wq.T)[:, None, :] + k @ wk.T) @ a
+    scores = np.where(mask.numpy(), scores, -np.inf)
+    e = np.exp(scores - scores.max(axis=1, keepdims=True))
+    weights = e / e.sum(axis=1, keepdims=True)
+    context = (weights[:, :, None] * k).sum(axis=1)
+    return (
+        torch.tensor(context, dtype=keys.dtype, requires_grad=True),
+        torch.tensor(weights, dtype=keys.dtype, requires_grad=True),
+    )
+
+
+@bug(
+    "additive_attention",
+    "float32_context_buffer",
+    "context summed into torch.zeros(B, K), float32 by default: float64 keys give float32",
+)
+def _(query, keys, mask, W_q, W_k, v):
+    _, weights = _attention(query, keys, mask, W_q, W_k, v)
+    context = torch.zeros(keys.shape[0], keys.shape[2])
+    for j in range(keys.shape[1]):
+        context += weights[:, j, None] * keys[:, j]
+    return context, weights
+
+
+_exact_bug(
+    "eos_is_two",
+    "the end token written as 2, the id of every example, instead of the eos given",
+    cut=lambda row, gold, eos: gold.index(2) + 1 if 2 in gold else len(gold),
+)
+_exact_bug(
+    "last_eos",
+    "cuts at the target's LAST </s>: a target padded with </s> is compared too far",
+    cut=lambda row, gold, eos: len(gold) - gold[::-1].index(eos),
+)
+
+
+@correct("masked_softmax", "logsumexp")
+def _(scores, mask):
+    filled = scores.masked_fill(mask.logical_not(), -torch.inf)
+    shifted = filled - filled.amax(dim=-1, keepdim=True)
+    return torch.exp(shifted - torch.logsumexp(shifted, dim=-1, keepdim=True))
+
+
+masked_softmax = ALTERNATIVES["masked_softmax"]["logsumexp"]  # called by a later part
+
+
+@correct("additive_attention", "calls_masked_softmax")
+def _(query, keys, mask, W_q, W_k, v):
+    # a later part may call the learner's own earlier one (graded with the reference's)
+    scores = torch.einsum(
+        "bsa,a->bs",
+        torch.tanh(
+            torch.einsum("aq,bq->ba", W_q, query)[:, None] + torch.einsum("ak,bsk->bsa", W_k, keys)
+        ),
+        v,
+    )
+    weights = masked_softmax(scores, mask)
+    return torch.bmm(weights.unsqueeze(1), keys).squeeze(1), weights
+
+
+@correct("exact_match", "string_rows")
+def _(predicted, target, eos):
+    def text(row, end):
+        return ",".join(str(t) for t in row[:end])
+
+    rows = []
+    for guess, gold in zip(predicted.tolist(), target.tolist()):
+        end = next(i for i, t in enumerate(gold) if t == eos) + 1
+        rows.append(len(guess) >= end and text(guess, end) == text(gold, end))
+    return sum(rows) / len(rows)

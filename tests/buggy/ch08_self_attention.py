@@ -184,6 +184,13 @@ def _(q, k, v, mask=None):
 # --------------------------------------------------------------------------------- causal_mask
 
 
+def _checked_size(size):
+    """ValueError for a negative size, as the contract says."""
+    if size < 0:
+        raise ValueError(size)
+    return size
+
+
 def _with_padding(allowed, size, padding, combine):
     """The (size, size) mask alone, or combined with the padding by ``combine``."""
     if padding is None:
@@ -200,7 +207,7 @@ def _with_key_padding(allowed, padding):
 def _causal(size, padding=None, *, future=False, dtype=torch.bool, combine=_with_key_padding):
     """The right mask; knobs: the ``future`` seen instead of the past, the ``dtype`` of the
     (size, size) mask and how it is combined with the padding (``combine(mask, padding)``)."""
-    ones = torch.ones(size, size, dtype=dtype)
+    ones = torch.ones(_checked_size(size), _checked_size(size), dtype=dtype)
     allowed = ones.triu() if future else ones.tril()
     return _with_padding(allowed, size, padding, combine)
 
@@ -218,7 +225,7 @@ _causal_bug(
 def _(size, padding=None):
     if padding is not None and padding.shape[-1] != size:
         raise ValueError(size)
-    return torch.ones(size, size, dtype=torch.bool).tril()
+    return torch.ones(_checked_size(size), size, dtype=torch.bool).tril()
 
 
 _causal_bug(
@@ -250,7 +257,7 @@ _causal_bug(
     "torch.tensor of a nested list of comparisons: size 0 gives shape (0,), not (0, 0)",
 )
 def _(size, padding=None):
-    allowed = torch.tensor([[s <= t for s in range(size)] for t in range(size)])
+    allowed = torch.tensor([[s <= t for s in range(size)] for t in range(_checked_size(size))])
     return _with_padding(allowed, size, padding, _with_key_padding)
 
 
@@ -259,14 +266,14 @@ def _(size, padding=None):
 
 def _split_checked(x, n_heads):
     """(..., T, H, d/H), the features split but the axes not yet swapped; ValueError if d % H."""
-    if x.shape[-1] % n_heads:
+    if n_heads < 1 or x.shape[-1] % n_heads:
         raise ValueError(x.shape[-1])
     return x.reshape(*x.shape[:-1], n_heads, x.shape[-1] // n_heads)
 
 
 def _heads(x, n_heads, *, arrange=lambda x, n: _split_checked(x, n).transpose(-3, -2)):
     """The right split (ValueError if d % H), made by ``arrange(x, n_heads)``."""
-    if x.shape[-1] % n_heads:
+    if n_heads < 1 or x.shape[-1] % n_heads:
         raise ValueError(x.shape[-1])
     return arrange(x, n_heads)
 
@@ -289,7 +296,7 @@ _heads_bug(
 )
 
 
-@bug(
+@bug.input(
     "split_heads",
     "no_divisibility_check",
     "d // n_heads without a check: 10 features in 4 heads silently drop two",
@@ -306,7 +313,7 @@ def _(x, n_heads):
     "x.view(*x.shape[:-1], n_heads, -1): an empty sequence (T = 0) cannot infer the -1",
 )
 def _(x, n_heads):
-    if x.shape[-1] % n_heads:
+    if n_heads < 1 or x.shape[-1] % n_heads:
         raise ValueError(x.shape[-1])
     return x.view(*x.shape[:-1], n_heads, -1).transpose(-3, -2)
 
@@ -446,6 +453,8 @@ def _(q, k, v, mask=None):
 
 @correct("causal_mask", "compare_positions")
 def _(size, padding=None):
+    if size < 0:
+        raise ValueError("a negative size")
     position = torch.arange(size)
     allowed = position[None, :] <= position[:, None]
     if padding is not None:
@@ -471,7 +480,7 @@ def _(size, padding=None):
 
 @correct("split_heads", "unflatten_movedim")
 def _(x, n_heads):
-    if x.size(-1) % n_heads != 0:
+    if n_heads <= 0 or x.size(-1) % n_heads != 0:
         raise ValueError("not divisible")
     return x.unflatten(-1, (n_heads, -1)).movedim(-2, -3)
 
@@ -479,7 +488,7 @@ def _(x, n_heads):
 @correct("split_heads", "stack_slices")
 def _(x, n_heads):
     d = x.shape[-1]
-    if d % n_heads:
+    if not (n_heads > 0 and d % n_heads == 0):
         raise ValueError("not divisible")
     width = d // n_heads
     return torch.stack([x[..., h * width : (h + 1) * width] for h in range(n_heads)], dim=-3)
@@ -503,3 +512,206 @@ def _(max_len, d_model):
     angles = torch.outer(torch.arange(max_len, dtype=torch.float32), frequencies)
     pairs = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)
     return pairs[:, :d_model]
+
+
+# ------------------------------------------------------------------ more realistic mistakes
+# Written from the classes the hidden tests used to miss: a finite mask fill against very low
+# scores, faked autograd, a dtype lost on one path only, padding assumed at the end, a mask
+# of the wrong dtype, invalid input checked at one value only.
+
+
+def _finite_fill(fill):
+    """Masked scores set to ``fill``, and rows with nothing allowed zeroed as the contract
+    says: right everywhere except where the allowed scores are below ``fill``."""
+
+    def weigh(scores, mask):
+        if mask is None:
+            return torch.softmax(scores, dim=-1)
+        some = mask.any(dim=-1, keepdim=True)
+        return torch.softmax(scores.masked_fill(~mask, fill), dim=-1) * some
+
+    return weigh
+
+
+_sdpa_bug(
+    "minus_1e9_with_empty_rows",
+    "masked scores set to -1e9 (empty rows zeroed): allowed scores below -1e9 lose to it",
+    weigh=_finite_fill(-1e9),
+)
+_sdpa_bug(
+    "minus_1e4_half_safe",
+    "masked scores set to -1e4 'so that float16 holds it': allowed scores below -1e4 lose",
+    weigh=_finite_fill(-1e4),
+)
+
+
+def _renormalised(scores, mask):
+    weights = torch.softmax(scores, dim=-1)
+    if mask is None:
+        return weights
+    weights = weights * mask
+    total = weights.sum(dim=-1, keepdim=True)
+    return torch.where(total > 0, weights / total, 0.0)
+
+
+_sdpa_bug(
+    "renormalised_after_softmax",
+    "softmax of all scores, masked and divided by the new sum: a dominant masked key "
+    "underflows the allowed weights to 0",
+    weigh=_renormalised,
+)
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "numpy_with_requires_grad",
+    "computed in NumPy, wrapped with requires_grad=True: the flag, but no graph to q, k, v",
+)
+def _(q, k, v, mask=None):
+    qn, kn, vn = (t.detach().numpy() for t in (q, k, v))
+    scores = qn @ np.swapaxes(kn, -1, -2) / math.sqrt(qn.shape[-1])
+    allowed = np.ones(scores.shape, bool) if mask is None else np.broadcast_to(mask, scores.shape)
+    scores = np.where(allowed, scores, -np.inf)
+    top = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - np.where(np.isfinite(top), top, 0.0))
+    total = e.sum(axis=-1, keepdims=True)
+    weights = np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
+
+    def wrap(array):
+        return torch.tensor(array, dtype=q.dtype, requires_grad=True)
+
+    return wrap(weights @ vn), wrap(weights)
+
+
+@bug(
+    "scaled_dot_product_attention",
+    "float64_softmax_unmasked",
+    "torch.softmax(..., dtype=torch.float64) when there is no mask: float32 in, float64 out",
+)
+def _(q, k, v, mask=None):
+    if mask is not None:
+        return _attention(q, k, v, mask)
+    weights = torch.softmax(_scores(q, k), dim=-1, dtype=torch.float64)
+    return weights @ v.double(), weights
+
+
+@bug.input(
+    "causal_mask",
+    "negative_size_runtime_error",
+    "no check of size: a negative size fails inside torch.ones with RuntimeError",
+)
+def _(size, padding=None):
+    allowed = torch.ones(size, size, dtype=torch.bool).tril()
+    return _with_padding(allowed, size, padding, _with_key_padding)
+
+
+@bug.input(
+    "causal_mask",
+    "only_longer_padding_refused",
+    "checks padding.shape[1] > size only: a shorter padding fails with a broadcasting error",
+)
+def _(size, padding=None):
+    allowed = torch.ones(_checked_size(size), size, dtype=torch.bool).tril()
+    if padding is None:
+        return allowed
+    if padding.shape[1] > size:
+        raise ValueError(size)
+    return allowed & padding[:, None, :]
+
+
+_causal_bug(
+    "int_mask_with_padding",
+    "with padding, tril.long() * padding: a 0/1 int mask, which ~ turns into -1/-2",
+    combine=lambda a, p: a.long() * p[:, None, :],
+)
+
+
+@bug(
+    "causal_mask",
+    "padding_as_lengths",
+    "padding turned into lengths (padding.sum(1)): right only when the padding is at the end",
+)
+def _(size, padding=None):
+    allowed = torch.ones(_checked_size(size), size, dtype=torch.bool).tril()
+    if padding is None:
+        return allowed
+    if padding.shape[-1] != size:
+        raise ValueError(size)
+    lengths = padding.sum(dim=1)
+    return allowed & (torch.arange(size)[None, :] < lengths[:, None])[:, None, :]
+
+
+@bug.input(
+    "split_heads",
+    "zero_heads_only",
+    "refuses n_heads == 0 and non-divisors, but -2 heads of 6 features slip through",
+)
+def _(x, n_heads):
+    if n_heads == 0 or x.shape[-1] % n_heads:
+        raise ValueError(n_heads)
+    return x.unflatten(-1, (abs(n_heads), -1)).transpose(-3, -2)
+
+
+@bug.input(
+    "split_heads",
+    "zero_division",
+    "d % n_heads checked without n_heads >= 1: zero heads raise ZeroDivisionError",
+)
+def _(x, n_heads):
+    if x.shape[-1] % n_heads or n_heads < 0:
+        raise ValueError(n_heads)
+    return _split_checked(x, n_heads).transpose(-3, -2)
+
+
+@bug(
+    "split_heads",
+    "numpy_with_requires_grad",
+    "split in NumPy, wrapped with requires_grad=x.requires_grad: the flag, but no graph",
+)
+def _(x, n_heads):
+    array = _split_checked(x.detach(), n_heads).numpy().swapaxes(-3, -2)
+    return torch.tensor(array, dtype=x.dtype, requires_grad=x.requires_grad)
+
+
+@bug(
+    "split_heads",
+    "float_for_integers",
+    "x * 1.0 'to be safe' before the split: integer features come out float",
+)
+def _(x, n_heads):
+    return _split_checked(x * 1.0, n_heads).transpose(-3, -2)
+
+
+@correct("scaled_dot_product_attention", "loop_over_queries")
+def _(q, k, v, mask=None):
+    scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(k.shape[-1]))
+    if mask is not None:
+        scores = torch.where(mask, scores, -math.inf)
+    rows = []
+    for t in range(scores.shape[-2]):
+        row = scores[..., t, :]
+        top = row.amax(dim=-1, keepdim=True)
+        e = torch.exp(row - torch.where(top == -math.inf, torch.zeros_like(top), top))
+        total = e.sum(dim=-1, keepdim=True)
+        rows.append(e / total.clamp_min(torch.finfo(e.dtype).tiny))
+    weights = torch.stack(rows, dim=-2) if rows else torch.softmax(scores, dim=-1)
+    return weights @ v, weights
+
+
+@correct("causal_mask", "triu_complement")
+def _(size, padding=None):
+    if size < 0 or (padding is not None and padding.shape[1] != size):
+        raise ValueError("size must be >= 0 and padding (B, size)")
+    future = torch.ones(size, size, dtype=torch.bool).triu(diagonal=1)
+    if padding is None:
+        return ~future
+    return ~future.expand(padding.shape[0], size, size) & padding.unsqueeze(-2)
+
+
+@correct("split_heads", "permute_view")
+def _(x, n_heads):
+    if not isinstance(n_heads, int) or n_heads < 1 or x.shape[-1] % n_heads:
+        raise ValueError("n_heads must divide d")
+    n = x.dim()
+    order = [*range(n - 2), n - 1, n - 2, n]
+    return x.reshape(*x.shape[:-1], n_heads, x.shape[-1] // n_heads).permute(*order)

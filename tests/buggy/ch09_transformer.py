@@ -18,9 +18,11 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from mini_llm import transformer
-from mini_llm.self_attention import multi_head_attention
+from mini_llm.self_attention import MultiHeadAttention, multi_head_attention
+from mini_llm.transformer import LayerNorm, PositionWiseFeedForward
 
 from ._registry import new_registry
 
@@ -267,9 +269,18 @@ def _(x, source, norm, attend, norm_first):
 # ---------------------------------------------------------------------------------- EncoderLayer
 
 
-class _Encoder(transformer.EncoderLayer):
-    """The reference's layers (its ``__init__``, which the answer cell gives); each bug below
-    writes ``forward`` with one mistake."""
+class _Encoder(nn.Module):
+    """The layers the answer cell's ``__init__`` makes (written here: when an answer is graded,
+    the package's EncoderLayer cannot be subclassed from it); each bug below writes
+    ``forward`` with one mistake."""
+
+    def __init__(self, d_model, n_heads, d_ff=None, norm_first=False, dropout=0.0):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attention = MultiHeadAttention(d_model, n_heads)
+        self.feed_forward = PositionWiseFeedForward(d_model, d_ff)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
 
 
 @bug(
@@ -456,14 +467,14 @@ _noam_bug("step_minus_one", "warm-up off by one: the rate of step 1 is 0", warm_
 _noam_bug("warmup_exponent", "warm-up term step · warmup^-0.5 (not ^-1.5)", exponent=-0.5)
 
 
-@bug("noam_learning_rate", "no_error_at_zero", "step 0 gives 0.0 instead of an error")
+@bug.input("noam_learning_rate", "no_error_at_zero", "step 0 gives 0.0 instead of an error")
 def _(step, d_model, warmup):
     if step == 0:
         return 0.0
     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-@bug(
+@bug.input(
     "noam_learning_rate",
     "checks_step_only",
     "only step is checked: warmup = 0 raises ZeroDivisionError, d_model = 0 too",
@@ -551,6 +562,203 @@ _miscounted(
 )
 
 
+# --------------------------------------------------------- issue 31: mistakes the old tests missed
+
+
+@bug("layer_norm", "width_from_shape_1", "d read as x.shape[1]: right for a 2-D x only")
+def _(x, gamma, beta, eps=1e-5):
+    d = x.shape[1] if x.dim() > 1 else x.shape[0]
+    mean = x.sum(dim=-1, keepdim=True) / d
+    variance = ((x - mean) ** 2).sum(dim=-1, keepdim=True) / d
+    return gamma * (x - mean) / torch.sqrt(variance + eps) + beta
+
+
+@bug(
+    "layer_norm",
+    "flag_without_graph",
+    "computed under torch.no_grad(), then .requires_grad_(): the flag is set, the graph is gone",
+)
+def _(x, gamma, beta, eps=1e-5):
+    with torch.no_grad():
+        out = _layer_norm(x, gamma, beta, eps)
+    return out.requires_grad_(x.requires_grad or gamma.requires_grad or beta.requires_grad)
+
+
+@bug(
+    "feed_forward",
+    "numpy_with_requires_grad",
+    "computed in NumPy and wrapped with torch.tensor(..., requires_grad=True): no graph",
+)
+def _(x, W1, b1, W2, b2):
+    a = [t.detach().numpy() for t in (x, W1, b1, W2, b2)]
+    hidden = np.maximum(a[0] @ a[1].T + a[2], 0)
+    wants = any(t.requires_grad for t in (x, W1, b1, W2, b2))
+    return torch.tensor(hidden @ a[3].T + a[4], dtype=x.dtype, requires_grad=wants)
+
+
+@bug(
+    "feed_forward",
+    "einsum_two_axes",
+    'einsum("td,fd->tf", ...): right for an x of shape (T, d) only',
+)
+def _(x, W1, b1, W2, b2):
+    hidden = torch.relu(torch.einsum("td,fd->tf", x, W1) + b1)
+    return torch.einsum("tf,df->td", hidden, W2) + b2
+
+
+_sublayer_variant(
+    "mask_only_for_cross",
+    "the mask is passed only to cross-attention: a mask given with self-attention is ignored",
+    body=_right,
+    mask=derived(lambda a: a.mask if a.source is not None else None),
+)
+
+
+_sublayer_variant(
+    "heads_fixed_at_two",
+    "n_heads=2 written in the call: right only when the layer has two heads",
+    body=_right,
+    n_heads=2,
+)
+
+
+@bug(
+    "attention_sublayer",
+    "norm_through_numpy",
+    "the LayerNorm computed in NumPy and wrapped back: no gradient reaches x, gamma or beta",
+)
+def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first=False):
+    def norm(h):
+        a = h.detach().numpy()
+        centred = a - a.mean(axis=-1, keepdims=True)
+        normed = centred / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + 1e-5)
+        return torch.from_numpy(normed * gamma.detach().numpy() + beta.detach().numpy())
+
+    def attend(h):
+        return multi_head_attention(h, W_q, W_k, W_v, W_o, n_heads, mask, source=source)[0]
+
+    return x + attend(norm(x)) if norm_first else norm(x + attend(x))
+
+
+@bug(
+    "EncoderLayer",
+    "float32_stream",
+    "the sub-layer outputs added into torch.zeros(x.shape): a float64 layer returns float32",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        stream = torch.zeros(x.shape)
+        stream[:] = x
+        if self.norm_first:
+            out, weights = self.self_attention(self.norm1(x), src_mask)
+            stream = stream + self.dropout(out)
+            stream = stream + self.dropout(self.feed_forward(self.norm2(stream)))
+            return stream, weights
+        out, weights = self.self_attention(x, src_mask)
+        stream = self.norm1(stream + self.dropout(out))
+        return self.norm2(stream + self.dropout(self.feed_forward(stream))), weights
+
+
+@bug(
+    "EncoderLayer",
+    "weights_without_the_mask",
+    "the weights returned come from a second self-attention call without src_mask",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        h = self.norm1(x) if self.norm_first else x
+        _, weights = self.self_attention(h)
+        if self.norm_first:
+            out, _ = self.self_attention(h, src_mask)
+            x = x + self.dropout(out)
+            return x + self.dropout(self.feed_forward(self.norm2(x))), weights
+        out, _ = self.self_attention(x, src_mask)
+        x = self.norm1(x + self.dropout(out))
+        return self.norm2(x + self.dropout(self.feed_forward(x))), weights
+
+
+@bug(
+    "EncoderLayer",
+    "post_ln_attends_to_the_norm",
+    "post-LN attends to norm1(x), not x: norm1(x + MHA(norm1(x)))",
+)
+class _(_Encoder):
+    def forward(self, x, src_mask=None):
+        out, weights = self.self_attention(self.norm1(x), src_mask)
+        if self.norm_first:
+            x = x + self.dropout(out)
+            return x + self.dropout(self.feed_forward(self.norm2(x))), weights
+        x = self.norm1(x + self.dropout(out))
+        return self.norm2(x + self.dropout(self.feed_forward(x))), weights
+
+
+@bug.input(
+    "noam_learning_rate",
+    "refuses_only_zero",
+    "== 0 checks: a negative step, d_model or warmup gives a number (or a complex one)",
+)
+def _(step, d_model, warmup):
+    if step == 0 or d_model == 0 or warmup == 0:
+        raise ValueError("step, d_model and warmup must not be 0")
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@bug.input(
+    "noam_learning_rate",
+    "assert_not_raise",
+    "assert step >= 1 ...: AssertionError, not ValueError",
+)
+def _(step, d_model, warmup):
+    assert step >= 1 and d_model >= 1 and warmup >= 1, "arguments must be >= 1"
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@bug(
+    "noam_learning_rate",
+    "exponent_precedence",
+    "warmup ** -3 / 2 for warmup^-1.5: the power binds first, warmup^-3 halved",
+)
+def _(step, d_model, warmup):
+    if step < 1 or d_model < 1 or warmup < 1:
+        raise ValueError("step, d_model and warmup must be >= 1")
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-3 / 2)
+
+
+@bug(
+    "noam_learning_rate",
+    "step_and_warmup_swapped",
+    "min(step^-0.5, warmup · step^-1.5): right at step = warmup only",
+)
+def _(step, d_model, warmup):
+    if step < 1 or d_model < 1 or warmup < 1:
+        raise ValueError("step, d_model and warmup must be >= 1")
+    return d_model**-0.5 * min(step**-0.5, warmup * step**-1.5)
+
+
+_miscounted(
+    "positions_per_stack",
+    "learned positions counted once per stack: a model with an encoder and a decoder pays twice",
+    returns=lambda n, a: (
+        n + a.learned_positions * a.d_model * ((a.encoder_layers > 0) + (a.decoder_layers > 0) - 1)
+    ),
+)
+_miscounted(
+    "two_norms_with_cross",
+    "a decoder layer with cross-attention counted with two norms, not three",
+    returns=lambda n, a: n - (a.decoder_layers * 2 * a.d_model if a.cross_attention else 0),
+)
+_miscounted(
+    "ffn_biases_both_d",
+    "both feed-forward biases counted as d: 2·d·d_ff + 2d, right only when d_ff = d",
+    ffn=derived(lambda a: 2 * a.d_model * a.d_ff + 2 * a.d_model),
+)
+_miscounted(
+    "final_norm_as_d",
+    "a final LayerNorm counted as d, not 2d (the layers' norms right)",
+    returns=lambda n, a: n - a.final_norms * a.d_model,
+)
+
+
 # ---------------------------------------------------------------------------------- alternatives
 
 
@@ -592,7 +800,7 @@ def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first
 
         q, k, v = heads(h @ W_q.T, T), heads(memory @ W_k.T, S), heads(memory @ W_v.T, S)
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=None if mask is None else mask[:, None]
+            q, k, v, attn_mask=None if mask is None else mask.unsqueeze(-3)
         )
         return out.permute(0, 2, 1, 3).reshape(B, T, d) @ W_o.T
 
@@ -603,7 +811,7 @@ def _(x, source, W_q, W_k, W_v, W_o, gamma, beta, n_heads, mask=None, norm_first
 
 
 @correct("EncoderLayer", "functional")
-class _(transformer.EncoderLayer):
+class _(_Encoder):
     """The parts written out with torch.nn.functional: F.layer_norm with the norms' weights,
     F.linear for the feed-forward network, F.dropout that follows the layer's mode."""
 
@@ -631,7 +839,7 @@ class _(transformer.EncoderLayer):
 
 
 @correct("EncoderLayer", "sublayer_loop")
-class _(transformer.EncoderLayer):
+class _(_Encoder):
     """One loop over the two sub-layers, each with its norm."""
 
     def forward(self, x, src_mask=None):
@@ -687,3 +895,67 @@ def _(
         + decoder_layers * decoder
         + final_norms * 2 * d_model
     )
+
+
+@correct("layer_norm", "two_pass_sums")
+def _(x, gamma, beta, eps=1e-5):
+    d = x.shape[-1]
+    centred = x - x.sum(dim=-1, keepdim=True) / d
+    return centred / (centred.square().sum(dim=-1, keepdim=True) / d + eps).sqrt() * gamma + beta
+
+
+@correct("feed_forward", "maximum_with_zero")
+def _(x, W1, b1, W2, b2):
+    hidden = torch.addmm(b1, x.reshape(-1, x.shape[-1]), W1.T)
+    hidden = torch.maximum(hidden, torch.zeros((), dtype=hidden.dtype))
+    return torch.addmm(b2, hidden, W2.T).reshape(*x.shape[:-1], W2.shape[0])
+
+
+@correct("noam_learning_rate", "one_formula")
+def _(step, d_model, warmup):
+    for name, value in (("step", step), ("d_model", d_model), ("warmup", warmup)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    return min(1 / math.sqrt(step), step / (warmup * math.sqrt(warmup))) / math.sqrt(d_model)
+
+
+@correct("transformer_parameter_count", "table_of_parts")
+def _(
+    vocab_size,
+    d_model,
+    d_ff,
+    encoder_layers,
+    decoder_layers,
+    *,
+    target_vocab_size=None,
+    cross_attention=True,
+    learned_positions=0,
+    final_norms=0,
+):
+    d = d_model
+    parts = {"attention": 4 * (d * d + d), "ffn": d * d_ff + d_ff + d_ff * d + d, "norm": d + d}
+    encoder = parts["attention"] + parts["ffn"] + 2 * parts["norm"]
+    decoder = encoder + cross_attention * (parts["attention"] + parts["norm"])
+    rows = vocab_size + (0 if target_vocab_size is None else target_vocab_size)
+    rows += learned_positions
+    return (
+        rows * d + encoder_layers * encoder + decoder_layers * decoder + final_norms * parts["norm"]
+    )
+
+
+@correct("EncoderLayer", "explicit_residuals")
+class _(_Encoder):
+    """Both arrangements written as one residual update per sub-layer, the normalisation of
+    its input (pre-LN) or of the sum (post-LN) chosen by two small functions."""
+
+    def forward(self, x, src_mask=None):
+        def before(norm, h):
+            return norm(h) if self.norm_first else h
+
+        def after(norm, h):
+            return h if self.norm_first else norm(h)
+
+        attended, weights = self.self_attention(before(self.norm1, x), src_mask)
+        x = after(self.norm1, x + self.dropout(attended))
+        x = after(self.norm2, x + self.dropout(self.feed_forward(before(self.norm2, x))))
+        return x, weights

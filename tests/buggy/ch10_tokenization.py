@@ -13,11 +13,10 @@ must accept.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 
 from mini_llm import bpe
-from mini_llm.bpe import count_pairs as reference_count_pairs
-from mini_llm.bpe import merge as reference_merge
 from mini_llm.bpe import pretokenize
 
 from ._registry import new_registry
@@ -26,6 +25,28 @@ REFERENCE = ("mini_llm.bpe",)
 """the mini_llm modules that hold the reference of each graded part"""
 
 BUGS, ALTERNATIVES, bug, correct = new_registry()
+
+
+# The bugs of a later part make their mistake and call these for the earlier parts: when an
+# answer is graded, the package's count_pairs and merge cannot be called from it.
+
+
+def _right_count_pairs(ids):
+    """The right count_pairs, written here."""
+    return dict(Counter(itertools.pairwise(ids)))
+
+
+def _right_merge(ids, pair, new_id):
+    """The right merge, written here."""
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
 
 
 # ----------------------------------------------------------------------------------- count_pairs
@@ -105,22 +126,25 @@ def _(ids, pair, new_id):
 # ------------------------------------------------------------------------------------- train_bpe
 
 
-def _train(chunks, vocab_size, pick=None, add=True, first_id=256):
+def _train(chunks, vocab_size, pick=None, add=True, first_id=256, minimum=256, least=1):
     """The training loop, with the mistake passed in: how the best pair is picked, whether the
-    counts of chunks add up, the first new id."""
-    if vocab_size < 256:
+    counts of chunks add up, the first new id, the smallest vocab_size accepted, the
+    ``least`` count a pair must have to be merged."""
+    if vocab_size < minimum:
         raise ValueError("vocab_size must be at least 256")
     merges = {}
     for new_id in range(first_id, vocab_size + first_id - 256):
         counts: dict = {}
         for chunk in chunks:
-            for pair, count in reference_count_pairs(chunk).items():
+            for pair, count in _right_count_pairs(chunk).items():
                 counts[pair] = counts.get(pair, 0) + count if add else count
         if not counts:
             break
         best = (pick or (lambda c: min(c, key=lambda p: (-c[p], p))))(counts)
+        if counts[best] < least:
+            break
         merges[best] = new_id
-        chunks = [reference_merge(chunk, best, new_id) for chunk in chunks]
+        chunks = [_right_merge(chunk, best, new_id) for chunk in chunks]
     return merges
 
 
@@ -162,7 +186,7 @@ def _merge_by_rank(ids, merges):
         if not ranked:
             break
         first = min(ranked, key=merges.get)
-        ids = reference_merge(ids, first, merges[first])
+        ids = _right_merge(ids, first, merges[first])
     return ids
 
 
@@ -173,13 +197,13 @@ def _merge_by_frequency(ids, merges):
         if not counts:
             return ids
         best = max(counts, key=counts.get)
-        ids = reference_merge(ids, best, merges[best])
+        ids = _right_merge(ids, best, merges[best])
 
 
 def _merge_once(ids, merges):
     """One round: each learned pair of ``ids`` merged once, in the learned order."""
     for pair in sorted(set(itertools.pairwise(ids)) & set(merges), key=merges.get):
-        ids = reference_merge(ids, pair, merges[pair])
+        ids = _right_merge(ids, pair, merges[pair])
     return ids
 
 
@@ -271,6 +295,181 @@ _decode_bug(
 )
 
 
+# --------------------------------------------------------- issue 31: mistakes the old tests missed
+
+
+@bug(
+    "count_pairs",
+    "pops_the_list",
+    "pops ids off the caller's list as it counts: the list ends empty",
+)
+def _(ids):
+    counts = {}
+    while len(ids) > 1:
+        first = ids.pop(0)
+        pair = (first, ids[0])
+        counts[pair] = counts.get(pair, 0) + 1
+    return counts
+
+
+@bug("count_pairs", "byte_table", "a 256 x 256 table of counts: merged ids above 255 raise")
+def _(ids):
+    import numpy as np
+
+    table = np.zeros((256, 256), dtype=np.int64)
+    for a, b in itertools.pairwise(ids):
+        table[a, b] += 1
+    return {(int(a), int(b)): int(table[a, b]) for a, b in zip(*np.nonzero(table))}
+
+
+@bug("merge", "right_to_left", "scans from the end: [5, 5, 5] becomes [5, 9], not [9, 5]")
+def _(ids, pair, new_id):
+    out = []
+    i = len(ids) - 1
+    while i >= 0:
+        if i > 0 and ids[i - 1] == pair[0] and ids[i] == pair[1]:
+            out.append(new_id)
+            i -= 2
+        else:
+            out.append(ids[i])
+            i -= 1
+    return out[::-1]
+
+
+@bug("merge", "returns_a_tuple", "returns tuple(out): a tuple, not a list")
+def _(ids, pair, new_id):
+    return tuple(_right_merge(ids, pair, new_id))
+
+
+@bug("merge", "second_id_typo", "ids[i + 1] == pair[0] (a typo): only pairs of equal ids merge")
+def _(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[0]:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+_bpe_bug(
+    "tie_by_first_id",
+    "min by (-count, pair[0]): a tie between pairs that share a first id goes to the one seen first",
+    pick=lambda counts: min(counts, key=lambda p: (-counts[p], p[0])),
+)
+_bpe_bug(
+    "tie_to_largest_pair",
+    "max(counts, key=lambda p: (counts[p], p)): a tie goes to the largest pair",
+    pick=lambda counts: max(counts, key=lambda p: (counts[p], p)),
+)
+_bpe_bug(
+    "distinct_chunks_once",
+    "counts each distinct chunk once (a set of chunks): a repeated chunk counts once",
+    chunks_of=lambda text: [list(c.encode("utf-8")) for c in dict.fromkeys(pretokenize(text))],
+)
+_bpe_bug(
+    "stops_at_single_pairs",
+    "stops when the best pair occurs only once: pairs seen once are never merged",
+    least=2,
+)
+
+
+@bug.input("train_bpe", "refuses_only_non_positive", "vocab_size < 1 raises: 255 or 100 give {}")
+def _(text, vocab_size):
+    return _train(_byte_chunks(text), vocab_size, minimum=1)
+
+
+@bug.input("train_bpe", "no_size_check", "no check: a vocab_size below 256 gives {}, no error")
+def _(text, vocab_size):
+    return _train(_byte_chunks(text), vocab_size, minimum=-math.inf)
+
+
+@bug.input(
+    "train_bpe", "assert_not_raise", "assert vocab_size >= 256: AssertionError, not ValueError"
+)
+def _(text, vocab_size):
+    assert vocab_size >= 256, "vocab_size must be at least 256"
+    return _train(_byte_chunks(text), vocab_size)
+
+
+def _encode_merging(bug_id, description):
+    """Register ``_encode`` with the decorated ``merged(ids, merges)`` as a buggy encode."""
+
+    def register(merged):
+        _encode_bug(bug_id, description, merged=merged)
+        return merged
+
+    return register
+
+
+@_encode_merging(
+    "smallest_pair_not_rank",
+    "merges the smallest pair (as a tuple) first, not the one learned first",
+)
+def _(ids, merges):
+    while True:
+        mergeable = [pair for pair in itertools.pairwise(ids) if pair in merges]
+        if not mergeable:
+            return ids
+        ids = _right_merge(ids, min(mergeable), merges[min(mergeable)])
+
+
+@_encode_merging(
+    "leftmost_first", "merges the leftmost pair that has a merge first, not the one learned first"
+)
+def _(ids, merges):
+    while True:
+        mergeable = [pair for pair in itertools.pairwise(ids) if pair in merges]
+        if not mergeable:
+            return ids
+        ids = _right_merge(ids, mergeable[0], merges[mergeable[0]])
+
+
+@bug(
+    "encode",
+    "returns_after_first_chunk",
+    "return inside the loop over chunks: only the first chunk is encoded",
+)
+def _(text, merges):
+    for chunk in pretokenize(text):
+        return _merge_by_rank(list(chunk.encode("utf-8")), merges)
+    return []
+
+
+@bug.input(
+    "decode", "negative_ids_from_end", "checks only id >= len(table): -1 decodes as the last token"
+)
+def _(ids, merges):
+    table = _table(merges)
+    ids = [int(i) for i in ids]
+    if any(i >= len(table) for i in ids):
+        raise ValueError("token id outside the vocabulary")
+    return b"".join(table[i] for i in ids).decode("utf-8", errors="replace")
+
+
+@bug.input(
+    "decode", "no_id_check", "no check: a too large id raises IndexError, a negative one decodes"
+)
+def _(ids, merges):
+    table = _table(merges)
+    return b"".join(table[int(i)] for i in ids).decode("utf-8", errors="replace")
+
+
+@bug.input(
+    "decode",
+    "bound_off_by_one",
+    "id > len(table) raises: the first id past the end gives IndexError",
+)
+def _(ids, merges):
+    table = _table(merges)
+    ids = [int(i) for i in ids]
+    if any(not 0 <= i <= len(table) for i in ids):
+        raise ValueError("token id outside the vocabulary")
+    return b"".join(table[i] for i in ids).decode("utf-8", errors="replace")
+
+
 # ---------------------------------------------------------- correct answers written differently
 
 
@@ -315,7 +514,7 @@ def _(text, vocab_size):
         merges[best] = new_id
         merged = Counter()
         for word, n in words.items():
-            merged[tuple(reference_merge(list(word), best, new_id))] += n
+            merged[tuple(_right_merge(list(word), best, new_id))] += n
         words = merged
     return merges
 
@@ -326,7 +525,7 @@ def _(text, merges):
     for chunk in pretokenize(text):
         chunk_ids = list(chunk.encode("utf-8"))
         for pair, new_id in merges.items():  # learned order: a later merge sees earlier ones
-            chunk_ids = reference_merge(chunk_ids, pair, new_id)
+            chunk_ids = _right_merge(chunk_ids, pair, new_id)
         ids.extend(chunk_ids)
     return ids
 
@@ -344,3 +543,66 @@ def _(ids, merges):
     if any(not 0 <= i < 256 + len(merges) for i in ids):
         raise ValueError("token id outside the vocabulary")
     return b"".join(spelled(i) for i in ids).decode("utf-8", "replace")
+
+
+@correct("count_pairs", "list_count")
+def _(ids):
+    pairs = [(ids[i], ids[i + 1]) for i in range(len(ids) - 1)]
+    return {pair: pairs.count(pair) for pair in dict.fromkeys(pairs)}
+
+
+@correct("merge", "recursive")
+def _(ids, pair, new_id):
+    def merged(rest):
+        if len(rest) < 2:
+            return list(rest)
+        if (rest[0], rest[1]) == tuple(pair):
+            return [new_id, *merged(rest[2:])]
+        return [rest[0], *merged(rest[1:])]
+
+    return merged(list(ids))
+
+
+@correct("train_bpe", "sorted_counts_of_words")
+def _(text, vocab_size):
+    if not vocab_size >= 256:
+        raise ValueError(f"a vocabulary of {vocab_size} tokens cannot hold the 256 bytes")
+    words = [tuple(chunk.encode("utf-8")) for chunk in pretokenize(text)]
+    merges = {}
+    while len(merges) < vocab_size - 256:
+        counts = Counter(p for word in words for p in itertools.pairwise(word))
+        if not counts:
+            break
+        (best, _), *_ = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        new_id = 256 + len(merges)
+        merges[best] = new_id
+        words = [tuple(_right_merge(list(word), best, new_id)) for word in words]
+    return merges
+
+
+@correct("encode", "index_of_lowest_rank")
+def _(text, merges):
+    out = []
+    for chunk in pretokenize(text):
+        ids = list(chunk.encode("utf-8"))
+        while True:
+            ranks = [merges.get((a, b), math.inf) for a, b in itertools.pairwise(ids)]
+            if not ranks or min(ranks) == math.inf:
+                break
+            pair = (ids[ranks.index(min(ranks))], ids[ranks.index(min(ranks)) + 1])
+            ids = _right_merge(ids, pair, merges[pair])
+        out += ids
+    return out
+
+
+@correct("decode", "bytearray_and_bounds")
+def _(ids, merges):
+    spelled = [bytes([b]) for b in range(256)]
+    for a, b in merges:
+        spelled.append(spelled[a] + spelled[b])
+    text = bytearray()
+    for token in ids:
+        if token < 0 or token >= len(spelled):
+            raise ValueError(f"no token has id {token}")
+        text += spelled[token]
+    return text.decode("utf-8", "replace")
