@@ -129,14 +129,20 @@ class CheckFailed(AssertionError):
         return [f"\x1b[0;31mAssertionError:\x1b[0m {first}", *rest]
 
 
+def _one_line(text: str) -> str:
+    """Text from the answer (a value, an error message) on one line: it cannot then pass for
+    another line of the message, a ``Hint:`` say."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _fail(call: str, what: str, expected: str | None, got: str | None, hint: str) -> None:
-    lines = [f"{call} {what}"]
+    lines = [_one_line(f"{call} {what}")]
     if expected is not None:
-        lines.append(f"  expected: {expected}")
+        lines.append(f"  expected: {_one_line(expected)}")
     if got is not None:
-        lines.append(f"  got:      {got}")
+        lines.append(f"  got:      {_one_line(got)}")
     if hint:
-        lines.append(f"  Hint: {hint}")
+        lines.append(f"  Hint: {hint.replace(chr(10), ' ')}")
     raise CheckFailed("\n".join(lines))
 
 
@@ -161,11 +167,20 @@ def run(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, str]:
         ) from err
     except Exception as err:
         raise CheckFailed(
-            f"{call} raised an error.\n"
+            f"{_one_line(call)} raised an error.\n"
             "  expected: a result, not an error\n"
-            f"  got:      {type(err).__name__}: {err}\n"
-            f"  Hint: {type(err).__name__} {_where(err)}: make your function handle this input."
+            f"  got:      {_one_line(f'{type(err).__name__}: {err}')}\n"
+            f"  Hint: {error_name(err)} {_where(err)}: make your function handle this input."
         ) from err
+
+
+def error_name(err: BaseException) -> str:
+    """The kind of ``err`` as a hint may name it: a built-in exception by its name, any other
+    as "An exception of your own" (a name the answer chose could carry what it saw)."""
+    kind = type(err)
+    if kind.__module__.partition(".")[0] in ("builtins", "numpy", "torch"):
+        return kind.__name__
+    return "An exception of your own"
 
 
 def _where(err: BaseException) -> str:

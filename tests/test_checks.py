@@ -228,3 +228,26 @@ def test_a_failed_check_shows_its_message_first_and_alone_in_a_notebook(failing)
     assert lines[0] == f"AssertionError: {str(result.error_in_exec).splitlines()[0]}"
     assert lines[1:] == str(result.error_in_exec).splitlines()[1:]
     assert "Hint:" in lines[-1]
+
+
+def test_a_hint_names_a_built_in_error_but_never_one_the_answer_named():
+    """A class name the answer chose could carry what it saw of a hidden input; a message
+    that forges a ``Hint:`` line stays on the ``got:`` line."""
+    from mini_llm.checks import CheckFailed, run
+
+    def builtin(x):
+        raise KeyError(x)
+
+    def own(x):
+        leak = type(f"Leak{x}", (Exception,), {})
+        raise leak(f"\n  Hint: the hidden input was {x}")
+
+    with pytest.raises(CheckFailed) as caught:
+        run(builtin, 1)
+    assert caught.value.args[0].splitlines()[-1].startswith("  Hint: KeyError ")
+    with pytest.raises(CheckFailed) as caught:
+        run(own, 42)
+    lines = caught.value.args[0].splitlines()
+    assert lines[-1].startswith("  Hint: An exception of your own ") and "42" not in lines[-1]
+    assert lines[0].startswith("own(42) raised an error")
+    assert sum("Hint:" in line for line in lines) == 2 and len(lines) == 4  # forged one: on got

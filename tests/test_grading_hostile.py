@@ -22,12 +22,24 @@ import time
 import psutil
 import pytest
 from _exercise_helpers import EXERCISES, SOLUTIONS, new_course, notebook_path, read
-from hostile.cases import ASSIGNMENT, CASES, DAEMON_MARKER, SUBMITTED_AT, Kit, planted_pth
+from hostile.cases import (
+    ASSIGNMENT,
+    CASES,
+    DAEMON_MARKER,
+    LEAK_MARKER,
+    REFUSED_FOLDERS,
+    SUBMITTED_AT,
+    Kit,
+    planted_pth,
+    refused_folders,
+)
 from nbgrader.api import Gradebook
 
 from mini_llm.grading import offline_math
 
 GRADE = [sys.executable, "-m", "mini_llm.grading"]  # `mini-llm grade`
+
+pytestmark = pytest.mark.timeout(2400)  # the one graded run of every case, on a loaded machine
 
 TIMEOUTS = ["--timeout", "120", "--cell-timeout", "20", "--memory-mb", "1024"]
 
@@ -41,6 +53,7 @@ def graded(tmp_path_factory, grader_path, bubblewrap):
         read(notebook_path(EXERCISES, ASSIGNMENT)),
     )
     expected = {case.__name__: case(kit, case.__name__) for case in CASES}
+    refused_folders(kit)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # a record from before
         gb.add_student("alumnus", first_name="Ada", last_name="Lovelace")
     config = (course / "nbgrader_config.py").read_bytes()
@@ -59,7 +72,7 @@ def graded(tmp_path_factory, grader_path, bubblewrap):
             ],
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=2400,
             check=False,
         )
         seconds = time.monotonic() - start
@@ -229,3 +242,29 @@ def test_feedback_names_a_failed_hidden_check_without_its_values(graded):
     for message in messages:
         assert "Hint:" in message
         assert "expected" not in message and "got" not in message.split("Hint:")[0]
+
+
+def test_folders_that_are_not_submissions_are_refused_and_the_run_goes_on(graded):
+    """A student id outside the safe alphabet (markup, terminal control codes) or a folder that
+    links into the course is not graded: one line says so, nothing of it is recorded, and
+    nothing it names reaches the terminal raw."""
+    course, _, _, summary, *_ = graded
+    run_lines = [line for line in summary.splitlines() if line.startswith("run: ")]
+    assert sum("was not graded" in line for line in run_lines) == len(REFUSED_FOLDERS)
+    assert "\x1b" not in summary and "\\x1b" in summary  # written as an escape
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        ids = {s.id for s in gb.students}
+    assert not ids & set(REFUSED_FOLDERS.values())
+    assert not any((course / "feedback" / name).exists() for name in REFUSED_FOLDERS.values())
+
+
+def test_what_an_answer_saw_of_a_hidden_check_never_reaches_its_feedback(graded):
+    """The learner's cells run before any check calls their code: a record of the calls it
+    got is empty when it is printed; an exception named after a hidden call's arguments
+    reaches the feedback neither by its name nor by a hint its message forged."""
+    course, *_ = graded
+    printed = _feedback(course, "prints_what_its_code_saw")
+    assert f"{LEAK_MARKER} 0 []" in printed
+    named = _feedback(course, "names_its_error_after_what_it_saw")
+    assert "A hidden check failed" in named
+    assert not re.search(r"Leak\d", named), re.findall(r".{80}Leak\d.{80}", named)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
 import time
 import urllib.request
 
+import nbformat
 import pytest
 from _exercise_helpers import REPO, SOLUTIONS, new_course, notebook_path
 from nbgrader.api import Gradebook
@@ -28,6 +28,12 @@ from test_browser import SCREENSHOTS, browser  # noqa: F401 (a fixture)
 from test_grading_manual import ASSIGNMENT, AUTO, QUESTION, WRITTEN, csv_row, grade
 
 GIVEN = WRITTEN - 1  # what the instructor types into formgrader
+HOSTILE_TEX = (
+    "Chemistry: $\\require{mhchem}\\ce{H2O}$, a cancel $\\cancel{x}$, a macro nobody "
+    "defined $\\nosuchmacro{y}$.\n\n"
+)
+"""TeX in the written answer that asks for extensions offline MathJax cannot load: the rest of
+the page's math must still be typeset, and nothing fetched"""
 LOAD_MS = 120_000  # a busy 2-core machine: JupyterLab's first load takes a while
 
 
@@ -36,7 +42,12 @@ def course(tmp_path_factory, grader_path, bubblewrap):
     course = new_course(tmp_path_factory.mktemp("lab") / "course", [ASSIGNMENT])
     target = course / "submitted" / "writer" / ASSIGNMENT
     target.mkdir(parents=True)
-    shutil.copy(notebook_path(SOLUTIONS, ASSIGNMENT), target)
+    notebook = nbformat.read(notebook_path(SOLUTIONS, ASSIGNMENT), as_version=4)
+    written = next(
+        c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == QUESTION
+    )
+    written.source = HOSTILE_TEX + written.source
+    nbformat.write(notebook, target / f"{ASSIGNMENT}.ipynb")
     grade(course)
     return course
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mini_llm.grading.limits import CELL_CPU_S
+from mini_llm.grading.notebook import printable
 
 if TYPE_CHECKING:
     from mini_llm.grading.runner import StudentReport
@@ -76,11 +77,11 @@ def summary(reports: list[StudentReport], run_problems: list[str]) -> str:
     lines = [f"{'student':<{width}}  {'score':>{score_width}}  {'in-kernel':>9}  problems"]
     for r in reports:
         in_kernel = f"{r.in_kernel.auto_score:g}" if r.in_kernel.scores else "-"
-        problems = "; ".join(r.problems) or "-"
+        problems = printable("; ".join(r.problems) or "-")
         lines.append(
             f"{r.student:<{width}}  {r.totals.text():>{score_width}}  {in_kernel:>9}  {problems}"
         )
-    lines += [f"run: {p}" for p in run_problems]
+    lines += [f"run: {printable(p)}" for p in run_problems]
     if any(r.totals.pending for r in reports):
         lines.append(PENDING_HINT)
     return "\n".join(lines)

@@ -32,6 +32,11 @@ PACKAGE_ROOT = "/opt/mini-llm"
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 
 
+SHM_MB = 64
+"""the sandbox's /dev/shm (shared memory, in RAM like its /tmp and home): enough for
+multiprocessing's semaphores, too small to hold memory outside the address-space limit"""
+
+
 class SandboxUnavailable(ValueError):
     """The OS sandbox cannot be made here (no bwrap, or no user namespaces): like a missing
     folder, something the instructor must fix before grading."""
@@ -94,6 +99,12 @@ class Jail:
             "/proc",
             "--dev",
             "/dev",
+            "--size",
+            str(SHM_MB * 2**20),
+            "--tmpfs",
+            "/dev/shm",
+            "--remount-ro",
+            "/dev",  # its own tmpfs has no size limit: only the devices and the sized /dev/shm
             "--size",
             size,
             "--tmpfs",

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -207,6 +208,14 @@ def clean_gradebook(coursedir: CourseDirectory, assignment: str, db: Path) -> Nb
     )
 
 
+def _copy_plain_file(source: str, target: str) -> None:
+    """Copy a submitted file only if it is a plain file of its own (a pipe would block the
+    copy for good; a hard link shares a course file's content); anything else is left out."""
+    info = os.lstat(source)
+    if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+        shutil.copy2(source, target)
+
+
 def autograde_in_kernel(
     assignment: Assignment,
     student: str,
@@ -221,7 +230,12 @@ def autograde_in_kernel(
 ) -> InKernel:
     """``nbgrader autograde`` of one student in a private copy of the course, in the sandbox."""
     course = workdir / "course"
-    shutil.copytree(submitted, course / "submitted" / student / assignment.name, symlinks=True)
+    shutil.copytree(
+        submitted,
+        course / "submitted" / student / assignment.name,
+        symlinks=True,
+        copy_function=_copy_plain_file,
+    )
     shutil.copytree(
         source,
         course / "source" / assignment.name,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,6 +129,58 @@ class Submission:
 
     answers: dict[str, list[str]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    refused: bool = False  # the file was not read at all (a link, a pipe, too large)
+
+
+MAX_NOTEBOOK_BYTES = 16 * 2**20
+"""a submitted notebook larger than this is not graded (the release is under 100 kB)"""
+MAX_ANSWER_CHARS = 200_000
+"""an answer cell longer than this is not run, and is shown cut in the feedback"""
+
+
+def _refusal(path: Path, info: os.stat_result) -> str | None:
+    """Why the file ``info`` describes cannot be taken as a submitted notebook, or None."""
+    if stat.S_ISLNK(info.st_mode):  # it could point at anything the grader can read
+        return f"{path.name} is a symbolic link, not a notebook; graded as empty"
+    if not stat.S_ISREG(info.st_mode):  # a pipe would block the grader for good
+        return f"{path.name} is not a regular file (a pipe, a device or a folder); graded as empty"
+    if info.st_nlink != 1:  # a hard link shares its content with a file of the course
+        return f"{path.name} is a hard link to another file, not a notebook; graded as empty"
+    if info.st_size > MAX_NOTEBOOK_BYTES:
+        return f"{path.name} is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB; graded as empty"
+    return None
+
+
+def _notebook_bytes(path: Path, result: Submission) -> bytes | None:
+    """The submitted file's bytes, read only if it is a plain file of its own, opened without
+    following a link or blocking on a pipe; None (and the reason in ``result``) otherwise."""
+    try:
+        refused = _refusal(path, os.lstat(path))
+    except FileNotFoundError:
+        result.problems.append(f"no notebook {path.name} was submitted")
+        return None
+    if refused is None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as err:
+            refused = f"{path.name} could not be opened ({err.strerror}); graded as empty"
+        else:
+            with os.fdopen(fd, "rb") as file:
+                refused = _refusal(path, os.fstat(file.fileno()))  # the file opened, not a swap
+                data = file.read(MAX_NOTEBOOK_BYTES + 1) if refused is None else b""
+    if refused is not None:
+        result.problems.append(refused)
+        result.refused = True
+        return None
+    return data
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character (a terminal escape, a newline) written as an
+    escape: what a submission names (a cell id, a file) is printed as text."""
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text)
+    )
 
 
 def read_submission(
@@ -138,14 +192,11 @@ def read_submission(
     copy of each cell, to tell an answer left untouched, or a test cell edited.
     """
     result = Submission()
-    if path.is_symlink():  # it could point at anything the grader can read: the solutions
-        result.problems.append(f"{path.name} is a symbolic link, not a notebook; graded as empty")
-        return result
-    if not path.exists():
-        result.problems.append(f"no notebook {path.name} was submitted")
+    data = _notebook_bytes(path, result)
+    if data is None:
         return result
     try:
-        raw = json.loads(path.read_bytes())
+        raw = json.loads(data)
         version = raw.get("nbformat") if isinstance(raw, dict) else None
         nb = nbformat.reads(json.dumps(raw), as_version=4)
     except Exception as err:  # noqa: BLE001 - any malformed file is reported, never fatal
@@ -158,8 +209,14 @@ def read_submission(
             f"{path.name} is in the old notebook format v{version}; it was converted"
         )
     by_id: dict[str, list] = {}
-    for cell in nb.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    for index, cell in enumerate(nb.cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not isinstance(meta, dict):
+            result.problems.append(
+                f"cell {index + 1} has nbgrader metadata that is not a mapping; it was ignored"
+            )
+            continue
+        grade_id = meta.get("grade_id")
         if isinstance(grade_id, str):
             by_id.setdefault(grade_id, []).append(cell)
     if _not_this_assignment(path, by_id, assignment, result):
@@ -184,7 +241,7 @@ def read_submission(
         for copy in copies:
             _check_metadata(copy, source_cell, result)
         if source_cell.kind in ("answer", "manual"):
-            result.answers[grade_id] = [str(c.get("source", "")) for c in copies]
+            result.answers[grade_id] = [_answer_text(grade_id, c, result) for c in copies]
         elif any(
             c.get("source", "") != release_sources.get(grade_id, source_cell.source) for c in copies
         ):
@@ -205,6 +262,19 @@ def read_submission(
     if unanswered:
         result.problems.append("not answered: " + ", ".join(unanswered))
     return result
+
+
+def _answer_text(grade_id: str, cell, result: Submission) -> str:
+    """An answer cell's text; one too long to be an answer is not run (and not copied into
+    the feedback whole)."""
+    text = str(cell.get("source", ""))
+    if len(text) <= MAX_ANSWER_CHARS:
+        return text
+    result.problems.append(
+        f"answer cell '{grade_id}' has {len(text):,} characters, more than "
+        f"{MAX_ANSWER_CHARS:,}; it was not run"
+    )
+    return f"# (this answer had {len(text):,} characters, too many to run; it was not run)\n"
 
 
 def _not_this_assignment(

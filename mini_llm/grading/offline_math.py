@@ -24,11 +24,18 @@ MATHJAX = Path(
 )
 """The book's MathJax 3 (tex-chtml.js and output/chtml/fonts/woff-v2)."""
 
+EXTENSIONS = ("boldsymbol",)
+"""TeX extensions the notebooks use beyond the bundle's own, inlined after it"""
+
 CONFIG = {
     "tex": {
         "inlineMath": [["$", "$"], ["\\(", "\\)"]],
         "displayMath": [["$$", "$$"], ["\\[", "\\]"]],
         "processEscapes": True,
+        # nothing is loaded on demand: offline, an extension that a learner's \require (or a
+        # macro of autoload's) asks for would never arrive and stop the page's typesetting;
+        # an unknown macro is shown as an error in its own formula instead
+        "packages": {"[+]": list(EXTENSIONS), "[-]": ["require", "autoload"]},
     },
     # the right-click menu would load its pieces from a URL the page does not have
     "options": {"enableMenu": False},
@@ -77,5 +84,20 @@ def inline_into(page: Path) -> None:
         page.write_text(text.replace(MARKER, _tags(), 1), encoding="utf-8")
 
 
+@functools.cache
+def extensions() -> str:
+    """The :data:`EXTENSIONS`' own scripts, run after the bundle (which they register with)."""
+    code = "\n".join(
+        (MATHJAX / "input" / "tex" / "extensions" / f"{name}.js").read_text(encoding="utf-8")
+        for name in EXTENSIONS
+    )
+    if "</script" in code.lower():
+        raise ValueError("a TeX extension cannot be inlined: it contains '</script'")
+    return code
+
+
 def _tags() -> str:
-    return f"<script>window.MathJax = {json.dumps(CONFIG)};</script>\n<script>{script()}</script>"
+    return (
+        f"<script>window.MathJax = {json.dumps(CONFIG)};</script>\n<script>{script()}</script>"
+        f"\n<script>{extensions()}</script>"
+    )

@@ -23,11 +23,13 @@ import dataclasses
 import importlib
 import json
 import multiprocessing
+import re
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +39,13 @@ from tqdm import tqdm
 
 from mini_llm.grading import feedback, limits, manual, nbglue, withhold
 from mini_llm.grading.jail import Jail, check
-from mini_llm.grading.notebook import Assignment, Submission, load_assignment, read_submission
+from mini_llm.grading.notebook import (
+    Assignment,
+    Submission,
+    load_assignment,
+    printable,
+    read_submission,
+)
 from mini_llm.grading.verify import Verification, verify
 from mini_llm.learner.registry import parts_of
 
@@ -106,7 +114,8 @@ def _grade(student: str) -> StudentReport:
     with tempfile.TemporaryDirectory(prefix=f"grade-{student}-") as scratch:
         scratch = Path(scratch)
         in_kernel = nbglue.InKernel()
-        if options.in_kernel:
+        submission = read_submission(submitted / notebook_name, assignment, context.released)
+        if options.in_kernel and not submission.refused:
             (scratch / "kernel").mkdir()
             source = nbglue.folder(context.coursedir, "source", assignment.name)
             in_kernel = nbglue.autograde_in_kernel(
@@ -121,7 +130,6 @@ def _grade(student: str) -> StudentReport:
                 options.timeout_s,
                 options.cell_timeout_s,
             )
-        submission = read_submission(submitted / notebook_name, assignment, context.released)
         (scratch / "replay").mkdir()
         verification = verify(
             assignment,
@@ -173,20 +181,44 @@ def _preload(assignment: Assignment) -> None:
                 importlib.import_module(module)
 
 
-def _students(options: Options, coursedir) -> list[str]:
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}")
+"""The student ids that are graded: a name of this alphabet is text everywhere it goes (a
+terminal, formgrader's pages, a CSV, a path), so none can become markup or control codes."""
+
+
+def _students(options: Options, coursedir, run_problems: list[str]) -> list[str]:
+    """The students with a submission of the assignment; folders that are not one (a link,
+    a name outside the safe alphabet) are left out, each with a line in ``run_problems``."""
     submitted = Path(coursedir.root, coursedir.submitted_directory)
     if not submitted.is_dir():
         raise nbglue.GradingError(f"no submissions folder: {submitted}")
-    everyone = sorted(
-        p.name for p in submitted.iterdir() if p.is_dir() and (p / options.assignment).is_dir()
-    )
+    everyone = []
+    for folder in sorted(submitted.iterdir()):
+        name = folder.name
+        if not (folder / options.assignment).is_dir():
+            continue
+        if not STUDENT_ID.fullmatch(name):
+            run_problems.append(
+                f"the submission folder {printable(name)} was not graded: a student id is "
+                "letters, digits and . _ @ + - (at most 100), starting with a letter or digit"
+            )
+        elif folder.is_symlink() or (folder / options.assignment).is_symlink():
+            run_problems.append(
+                f"the submission of {name} was not graded: its folder is a symbolic link, "
+                "which could point at anything the grader can read"
+            )
+        else:
+            everyone.append(name)
     if options.students:
         unknown = sorted(set(options.students) - set(everyone))
         if unknown:
             raise nbglue.GradingError("no submission of " + ", ".join(unknown))
         return [s for s in everyone if s in options.students]
     if not everyone:
-        raise nbglue.GradingError(f"nobody has submitted {options.assignment} under {submitted}")
+        raise nbglue.GradingError(
+            f"nobody has submitted {options.assignment} under {submitted}"
+            + "".join(f"; {problem}" for problem in run_problems)
+        )
     return everyone
 
 
@@ -210,7 +242,8 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
         raise nbglue.GradingError(
             f"expected one source notebook in {source}, found {len(notebooks)}"
         )
-    students = _students(options, coursedir)
+    refused: list[str] = []
+    students = _students(options, coursedir, refused)
     assignment = load_assignment(notebooks[0])
     _preload(assignment)
     with tempfile.TemporaryDirectory(prefix="mini-llm-grade-") as scratch:
@@ -251,6 +284,7 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
             _write_results(coursedir, assignment, notebooks[0], report, released, unverifiable)
 
         reports, run_problems = _run_pool(students, options.workers, finish)
+        run_problems = refused + run_problems
     if unverifiable:
         run_problems.append(
             "the trusted replay cannot check " + ", ".join(sorted(unverifiable)) + " (the "
@@ -301,25 +335,41 @@ def _run_pool(
     students: list[str], workers: int, finish: Callable[[StudentReport], None]
 ) -> tuple[list[StudentReport], list[str]]:
     """Reports of the students graded (each given to ``finish`` as soon as it is), and a line
-    for each the grader itself failed on."""
+    for each the grader itself failed on.
+
+    A grading process that dies (the machine's OOM killer, say) takes the pool down with the
+    students still queued in it: they are graded again in a fresh pool, and if that one dies
+    too, each alone, so that only a student whose own grading kills its process is not
+    graded."""
     reports, failures = [], []
     context = multiprocessing.get_context("fork")
-    with (
-        ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context) as pool,
-        tqdm(total=len(students), desc="grading", unit="student") as bar,
-    ):
-        futures = {pool.submit(_grade_one, s): s for s in students}
-        for future in as_completed(futures):
-            try:
-                outcome = future.result()
-            except Exception as err:  # noqa: BLE001 - e.g. a worker process that died
-                outcome = f"{futures[future]} {NOT_GRADED}: {type(err).__name__}: {err}"
-            if isinstance(outcome, StudentReport):
-                finish(outcome)
-                reports.append(outcome)
-            else:
-                failures.append(outcome)
-            bar.update()
+    queued, rounds = list(students), 0
+    with tqdm(total=len(students), desc="grading", unit="student") as bar:
+        while queued:
+            alone = rounds >= 2
+            batches = [[s] for s in queued] if alone else [queued]
+            queued, rounds = [], rounds + 1
+            for batch in batches:
+                size = 1 if alone else max(1, workers)
+                with ProcessPoolExecutor(max_workers=size, mp_context=context) as pool:
+                    futures = {pool.submit(_grade_one, s): s for s in batch}
+                    for future in as_completed(futures):
+                        student = futures[future]
+                        try:
+                            outcome = future.result()
+                        except BrokenProcessPool as err:
+                            if not alone:
+                                queued.append(student)
+                                continue
+                            outcome = f"{student} {NOT_GRADED}: its grading process died ({err})"
+                        except Exception as err:  # noqa: BLE001 - one student, not the run
+                            outcome = f"{student} {NOT_GRADED}: {type(err).__name__}: {err}"
+                        if isinstance(outcome, StudentReport):
+                            finish(outcome)
+                            reports.append(outcome)
+                        else:
+                            failures.append(outcome)
+                        bar.update()
     return sorted(reports, key=lambda r: r.student), failures
 
 

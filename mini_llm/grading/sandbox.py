@@ -121,6 +121,8 @@ class Server:
             self.withheld.focus(None)
             self.withheld.active = not request.get("setup", False)
         result = self.shell.run_cell(request["source"], store_history=False, silent=False)
+        if self.withheld is not None and isinstance(request.get("part"), str):
+            self.withheld.remember(request["part"])
         error = result.error_before_exec or result.error_in_exec
         return {
             "ok": error is None,

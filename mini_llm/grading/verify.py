@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from mini_llm.checks import error_name
 from mini_llm.grading import lending, limits, wire
 from mini_llm.grading.jail import Jail
 from mini_llm.grading.notebook import Assignment, Cell, Submission
@@ -121,6 +122,13 @@ class SandboxDied(Exception):
     """The student's process is gone; nothing more can run in it."""
 
 
+MAX_PROCESSES = 32
+"""processes a sandbox may hold: a fork bomb is stopped, while a DataLoader's workers fit
+(the kernel's process limit does not apply inside the user namespace)"""
+WATCH_S = 0.25
+"""how often a long wait looks at the sandbox's CPU time and processes"""
+
+
 @dataclass
 class CellResult:
     """The outcome of one cell. ``message`` is for the instructor; ``learner_message`` may be
@@ -180,6 +188,7 @@ class SandboxClient:
         os.close(request_read)
         os.close(reply_write)
         self.death: str | None = None
+        self.crashed = False  # it died, broke the protocol or ran too many processes
         self.jailed = jail.enabled
         self._interpreter: int | None = None
         self._process: psutil.Process | None = None
@@ -204,14 +213,22 @@ class SandboxClient:
         return self._interpreter
 
     def cpu_seconds(self) -> float:
-        """CPU time used so far by the process that runs the cells (and its waited children)."""
+        """CPU time used so far by the process that runs the cells, its waited children and
+        every process it has running now (a busy child is the student's time too)."""
         try:
             if self._process is None:
                 self._process = psutil.Process(self.interpreter_pid())
             used = self._process.cpu_times()
+            children = self._process.children(recursive=True)
         except psutil.Error:
             return 0.0
-        return used.user + used.system + used.children_user + used.children_system
+        total = used.user + used.system + used.children_user + used.children_system
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                total += sum(child.cpu_times()[:2])
+        if len(children) > MAX_PROCESSES:  # looked at before each cell and in long waits
+            self.close(f"was stopped: it started more than {MAX_PROCESSES} processes", crash=True)
+        return total
 
     def request(self, message: dict, budget: Budget) -> dict:
         """Send one request; the reply, or ``TimeLimitExceeded``/``SandboxDied``."""
@@ -246,24 +263,28 @@ class SandboxClient:
             self.close(
                 f"died ({limits.signal_name(code)})"
                 if code is not None
-                else f"broke the protocol: {err}"
+                else f"broke the protocol: {err}",
+                crash=True,
             )
             raise SandboxDied(self.death) from None
 
     def _wait(self, budget: Budget) -> None:
         """Until a reply starts to arrive; ``TimeoutError`` when the cell's budget is spent.
-        CPU time is looked up only when a wait runs out (CPU time never outruns the clock)."""
+        A wait looks up the CPU time and the number of processes every ``WATCH_S`` seconds
+        (a quick reply costs neither)."""
         while True:
             now = time.monotonic()
             left = budget.cpu_s - budget.spent
             if left <= 0 or now >= budget.wall_deadline:
                 raise TimeoutError("the cell's time is up")
             ready, _, _ = select.select(
-                [self.replies], [], [], min(left, budget.wall_deadline - now)
+                [self.replies], [], [], min(left, budget.wall_deadline - now, WATCH_S)
             )
             if ready:
                 return
             budget.spent = self.cpu_seconds() - budget.cpu_start
+            if self.death:
+                raise SandboxDied(self.death)
 
     def _reply(self, deadline: float) -> dict:
         reply = wire.receive(self.replies, deadline)
@@ -271,9 +292,10 @@ class SandboxClient:
             raise wire.WireError(str(reply["failure"]))
         return reply
 
-    def close(self, reason: str = "was closed") -> None:
+    def close(self, reason: str = "was closed", crash: bool = False) -> None:
+        """End the process; ``crash``: the learner's code ended it (not the grader, for time)."""
         if self.death is None:
-            self.death = reason
+            self.death, self.crashed = reason, crash
         limits.kill_tree(self.process.pid)
         self.process.wait()
         for fd in (self.requests, self.replies):
@@ -310,6 +332,8 @@ def rebuild_exception(raised: Any) -> Exception:
     for qualified in types:
         module, _, name = qualified.rpartition(".")
         cls = getattr(builtins, name, None) if module == "builtins" else None
+        if cls is AssertionError:  # only the grader's checks fail with their own messages
+            continue
         if isinstance(cls, type) and issubclass(cls, Exception):
             with contextlib.suppress(TypeError):
                 return cls(message)
@@ -456,9 +480,11 @@ class Replay:
         return self._answer(self._send(message), label)
 
     # -- the cells
-    def run_in_sandbox(self, source: str, setup: bool = False) -> tuple[bool, str, str]:
+    def run_in_sandbox(
+        self, source: str, setup: bool = False, part: str | None = None
+    ) -> tuple[bool, str, str]:
         """Run a cell in the sandbox: the learner's (or, ``setup``, the instructor's, which may
-        use the references the answers may not)."""
+        use the references the answers may not); ``part``: the part whose answer cell it is."""
         try:
             reply = self._send(
                 {
@@ -466,6 +492,7 @@ class Replay:
                     "source": source,
                     "names": self.assignment.graded_names,
                     "setup": setup,
+                    "part": part,
                 }
             )
         except TimeLimitExceeded as err:  # what the cell defined before the interrupt counts
@@ -480,9 +507,10 @@ class Replay:
     def withhold(self) -> None:
         """Refuse answers the installed reference of this assignment's parts (:mod:`.withhold`)."""
         if self.parts:
-            reply = self._send({"op": "withhold", "parts": self.parts})
-            if "raised" in reply or "failure" in reply:
-                raise SandboxDied(f"could not withhold the references: {reply}")
+            with contextlib.suppress(SandboxDied, TimeLimitExceeded):
+                reply = self._send({"op": "withhold", "parts": self.parts})
+                if "raised" in reply:
+                    self.sandbox.close(f"could not withhold the references: {reply['raised']}")
 
     def focus(self, part: str | None) -> None:
         """While ``part``'s tests run, the other parts in the learner's namespace are the
@@ -526,9 +554,10 @@ def redact(message: str, error: BaseException) -> str:
     """What a learner may see of a failed hidden check: the function, the kind of failure
     and the hint -- never the inputs, the expected value or the test's code."""
     first = message.splitlines()[0] if message else ""
-    hint = next(
-        (line.strip() for line in message.splitlines() if line.strip().startswith("Hint:")), ""
-    )
+    # the hint is the check's last line; an error that is not a check's is the answer's own
+    # text, which may carry what it saw, so none of it is shown
+    last = message.splitlines()[-1].strip() if message else ""
+    hint = last if isinstance(error, AssertionError) and last.startswith("Hint:") else ""
     name = re.match(r"\s*([A-Za-z_][\w.]*)\(", first)
     after = None if name else re.search(r"(?<![\w.])([A-Za-z_]\w*)\(", first)  # "w after f(..."
     what = re.search(
@@ -541,7 +570,7 @@ def redact(message: str, error: BaseException) -> str:
     if isinstance(error, NameError):
         return f"A hidden check failed: {error}."
     if not isinstance(error, AssertionError):
-        return f"A hidden check failed ({type(error).__name__}). {hint}".strip()
+        return f"A hidden check failed ({error_name(error)}).".strip()
     if after:
         summary = f"a result of {after.group(1)}(…) {what.group(1) if what else 'is wrong'}"
     elif name:
@@ -553,8 +582,9 @@ def redact(message: str, error: BaseException) -> str:
     return f"A hidden check failed: {summary}. {hint}".strip()
 
 
-def run_test(replay: Replay, cell: Cell) -> CellResult:
-    result = CellResult(cell.grade_id, "test", 0.0, cell.points, False)
+def run_test(replay: Replay, cell: Cell, result: CellResult, hidden: bool) -> None:
+    """Run the visible (or the hidden) checks of a test cell into ``result``; a failure sets
+    its messages, and the cell passes once both kinds have run without one."""
     captured = CappedText()
     try:
         replay.start_cell()
@@ -562,11 +592,14 @@ def run_test(replay: Replay, cell: Cell) -> CellResult:
             replay.bind_graded_names()
         except (StudentError, TimeLimitExceeded) as err:
             result.message = result.learner_message = f"{type(err).__name__}: {err}"
-            return result
+            result.passed = False
+            return
         part = part_tested_by(cell.grade_id or "")
         replay.focus(part)
         try:
-            for hidden, code in cell.chunks():
+            for secret, code in cell.chunks():
+                if secret != hidden:
+                    continue
                 try:
                     with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
                         replay.run_trusted(code, cell.grade_id)
@@ -577,17 +610,19 @@ def run_test(replay: Replay, cell: Cell) -> CellResult:
                     if isinstance(err, AssertionError) and str(err):
                         result.message = str(err)
                     result.learner_message = redact(str(err), err) if hidden else result.message
-                    result.output = captured.take()
-                    return result
+                    result.output += captured.take()
+                    result.passed = False
+                    return
         finally:
             with contextlib.suppress(SandboxDied, TimeLimitExceeded):
                 replay.focus(None)
     except SandboxDied as err:
         result.message = result.learner_message = f"Not run: the notebook's process {err}."
-        return result
-    result.points, result.passed = cell.points, True
-    result.output = captured.take()
-    return result
+        result.passed = False
+        return
+    result.output += captured.take()
+    if hidden:
+        result.points, result.passed = result.max_points, True
 
 
 def verify(
@@ -600,23 +635,64 @@ def verify(
     files: list[Path],
     jail: Jail,
 ) -> Verification:
-    """Replay the notebook with the learner's answers; the trusted score of each cell."""
-    outcome = Verification()
+    """Replay the notebook with the learner's answers; the trusted score of each cell.
+
+    In three passes: the set-up and answer cells in the notebook's order, then the visible
+    checks of every test cell, then the hidden ones. So what a learner is shown -- the output
+    and errors of their cells, the messages of the visible checks -- comes from a run in which
+    no hidden check has yet called their code: nothing their code saw of a hidden input can
+    reach the feedback (a hidden check's own failure is shown redacted).
+
+    An answer cell that kills the notebook's process in the first pass would take the points
+    of the parts above it with it; the cells above it are then replayed again, in a fresh
+    process, and keep what they earn, as in a notebook run from the top."""
     replay = Replay(assignment, workdir, limit, timeout_s, cell_timeout_s, files, jail)
+    outcome, fatal = _replay(replay, assignment.cells, submission)
+    if fatal is None or fatal == 0:
+        return outcome
+    retry = Replay(assignment, workdir, limit, timeout_s, cell_timeout_s, files, jail)
+    earlier, _ = _replay(retry, assignment.cells[:fatal], submission)
+    kept = {c.grade_id for c in earlier.cells}
+    earlier.cells += [c for c in outcome.cells if c.grade_id not in kept]
+    earlier.problems = outcome.problems + [p for p in earlier.problems if p not in outcome.problems]
+    return earlier
+
+
+def _replay(
+    replay: Replay, cells: list[Cell], submission: Submission
+) -> tuple[Verification, int | None]:
+    """The three passes over ``cells``; and the index of the answer cell in which the
+    notebook's process died during the first pass (None if it did not)."""
+    outcome = Verification()
+    tests: list[tuple[Cell, CellResult]] = []
+    fatal = None
     try:
-        replay.withhold()
-        for cell in assignment.cells:
+        replay.withhold()  # a failure closes the process: every cell then says so
+        for index, cell in enumerate(cells):
             if cell.kind == "setup":
                 _setup(replay, cell, outcome)
             elif cell.kind in ("answer", "manual") and cell.cell_type == "code":
+                alive = replay.sandbox.death is None
                 _answer(replay, cell, submission, outcome)
+                if alive and replay.sandbox.crashed:
+                    fatal = index
             elif cell.kind == "test":
-                outcome.cells.append(run_test(replay, cell))
+                tests.append((cell, CellResult(cell.grade_id, "test", 0.0, cell.points, None)))
+                outcome.cells.append(tests[-1][1])
             elif cell.kind == "manual":
                 outcome.cells.append(CellResult(cell.grade_id, "manual", 0.0, cell.points))
+        after_visible: dict[str, dict] = {}
+        for hidden in (False, True):
+            for cell, result in tests:
+                if result.passed is None:
+                    if hidden:  # what the cell's visible checks left, as in a notebook run
+                        replay.namespace.update(after_visible.get(cell.grade_id, {}))
+                    run_test(replay, cell, result, hidden)
+                    if not hidden:
+                        after_visible[cell.grade_id] = dict(replay.namespace)
     finally:
         replay.sandbox.close()
-    return outcome
+    return outcome, fatal
 
 
 def _setup(replay: Replay, cell: Cell, outcome: Verification) -> None:
@@ -647,7 +723,8 @@ def _answer(replay: Replay, cell: Cell, submission: Submission, outcome: Verific
         replay.start_cell()
         already_dead = replay.sandbox.death is not None
         try:
-            ok, error, output = replay.run_in_sandbox(source)
+            part = (cell.grade_id or "").removesuffix("_impl")
+            ok, error, output = replay.run_in_sandbox(source, part=part)
         except TimeLimitExceeded as err:
             messages.append(f"TimeLimitExceeded: the cell {err}")
             outcome.problems.append(
@@ -668,6 +745,8 @@ def _answer(replay: Replay, cell: Cell, submission: Submission, outcome: Verific
             outcome.problems.append(f"error in cell '{cell.grade_id}': {first_line}")
         if TRUNCATED in output:
             outcome.problems.append(f"cell '{cell.grade_id}' printed too much; the output was cut")
+    if replay.sandbox.death is None:
+        replay.sandbox.cpu_seconds()  # stops the process if the cell left too many running
     result.message = result.learner_message = "\n".join(m for m in messages if m)
     result.output = "\n".join(o for o in outputs if o)
     outcome.cells.append(result)

@@ -24,7 +24,11 @@ from typing import Any
 
 import numpy as np
 
-MAX_MESSAGE_BYTES = 256 * 2**20  # a larger reply is refused, not read
+MAX_MESSAGE_BYTES = 128 * 2**20  # a larger reply is refused, not read
+MAX_ITEMS = 1_000_000
+"""the most JSON values a message may hold (counted from its commas and brackets before it
+is parsed): a reply of small nested values would otherwise cost about 50 times its size in
+memory to decode, while arrays cross as base64 text, which has neither"""
 _HEADER = struct.Struct("!Q")
 _BIT_GENERATORS = {"PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"}
 
@@ -61,8 +65,12 @@ def receive(fd: int, deadline: float | None = None) -> dict:
     (size,) = _HEADER.unpack(read_exact(fd, _HEADER.size, deadline))
     if size > MAX_MESSAGE_BYTES:
         raise WireError(f"a message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
+    data = read_exact(fd, size, deadline)
+    items = data.count(b",") + data.count(b"[") + data.count(b"{")
+    if items > MAX_ITEMS:
+        raise WireError(f"a message of {items} values is over the {MAX_ITEMS}-value limit")
     try:
-        message = json.loads(read_exact(fd, size, deadline))
+        message = json.loads(data)
     except (ValueError, RecursionError) as err:
         raise WireError(f"not a JSON message: {err}") from err
     if not isinstance(message, dict):

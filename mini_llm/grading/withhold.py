@@ -102,6 +102,7 @@ class Withheld:
         self.active = False
         self.namespace = namespace
         self.originals: dict[str, Any] = {}
+        self.own: dict[str, Any] = {}  # part -> what its own answer cell defined
         self.saved: dict[str, Any] = {}
         stand_ins: dict[int, Any] = {}
         for part, qualified in parts.items():
@@ -117,9 +118,16 @@ class Withheld:
                     if id(value) in stand_ins:
                         setattr(module, attr, stand_ins[id(value)])
 
+    def remember(self, part: str) -> None:
+        """The learner's answer cell for ``part`` has run: what it defined is the answer that
+        ``part``'s tests check, whatever a later cell rebinds the name to."""
+        if part in self.originals:
+            self.own[part] = self.namespace.get(part, _MISSING)
+
     def focus(self, part: str | None) -> None:
-        """While ``part``'s tests run, the assignment's other parts in the learner's namespace
-        are the references; ``None`` gives the learner's own definitions back."""
+        """While ``part``'s tests run, ``part`` is what its own answer cell defined and the
+        assignment's other parts in the learner's namespace are the references; ``None``
+        gives the learner's namespace back as it was."""
         for name, value in self.saved.items():
             if value is _MISSING:
                 self.namespace.pop(name, None)
@@ -129,9 +137,14 @@ class Withheld:
         if part is None:
             return
         for name, original in self.originals.items():
+            mine = self.own.get(name, self.namespace.get(name, _MISSING))
+            self.saved[name] = self.namespace.get(name, _MISSING)
             if name != part:
-                self.saved[name] = self.namespace.get(name, _MISSING)
                 self.namespace[name] = original
+            elif mine is _MISSING:
+                self.namespace.pop(name, None)
+            else:
+                self.namespace[name] = mine
 
 
 _MISSING = object()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -539,3 +540,135 @@ def symlinked_notebook(kit: Kit, student: str) -> Expect:
 
 
 CASES.append(symlinked_notebook)
+
+
+# --------------------------------------- the submitted tree and what leaves it (issue 32)
+def hard_linked_notebook(kit: Kit, student: str) -> Expect:
+    """The 'notebook' is a hard link to the reference solution: the same file, not a link."""
+    target = kit.folder(student) / f"{ASSIGNMENT}.ipynb"
+    os.link(kit.course / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", target)
+    return Expect(0.0, "is a hard link")
+
+
+def named_pipe_notebook(kit: Kit, student: str) -> Expect:
+    """The 'notebook' is a named pipe: opening it to read would wait for a writer for ever."""
+    os.mkfifo(kit.folder(student) / f"{ASSIGNMENT}.ipynb")
+    return Expect(0.0, "is not a regular file")
+
+
+def malformed_nbgrader_metadata(kit: Kit, student: str) -> Expect:
+    """A free cell whose ``metadata.nbgrader`` is a string, not a mapping."""
+    nb = kit.solved()
+    nb.cells.append(nbformat.v4.new_code_cell("1 + 1", metadata={"nbgrader": "grade me"}))
+    kit.hand_in(student, nb)
+    return Expect(kit.total, "not a mapping")
+
+
+def huge_answer_cell(kit: Kit, student: str) -> Expect:
+    """The last answer is a megabyte of comment after the correct code."""
+    nb = _append(kit, kit.solved(), kit.last, "#" + "x" * 1_000_000)
+    kit.hand_in(student, nb)
+    return Expect(kit.total - kit.points_of(kit.last), "it was not run")
+
+
+LEAK_MARKER = "SEEN-BY-MY-CODE:"
+
+
+def prints_what_its_code_saw(kit: Kit, student: str) -> Expect:
+    """The first answer records every call it gets; the last answer cell prints the record,
+    hoping the replay shows that output in feedback after the hidden checks ran."""
+    first, name = kit.answers[0], kit.function_of(kit.answers[0])
+    record = (
+        f"\n_seen = []\n_original = {name}\n"
+        f"def {name}(*args, **kwargs):\n"
+        "    _seen.append(repr((args, kwargs)))\n"
+        "    return _original(*args, **kwargs)\n"
+    )
+    nb = _append(kit, kit.solved(), first, record)
+    nb = _append(kit, nb, kit.last, f"print({LEAK_MARKER!r}, len(_seen), _seen)")
+    kit.hand_in(student, nb)
+    return Expect(kit.total, "-")
+
+
+def names_its_error_after_what_it_saw(kit: Kit, student: str) -> Expect:
+    """After its visible checks, the first answer raises an exception whose class name and
+    message spell out the hidden call's arguments (a name a hint used to repeat)."""
+    first, name = kit.answers[0], kit.function_of(kit.answers[0])
+    code = (
+        f"\n_calls = [0]\n_right = {name}\n"
+        f"def {name}(*args, **kwargs):\n"
+        "    _calls[0] += 1\n"
+        "    if _calls[0] <= 2:  # the visible checks make two calls\n"
+        "        return _right(*args, **kwargs)\n"
+        "    size = str(args[1] if len(args) > 1 else kwargs.get('vocab_size'))\n"
+        "    leak = type('Leak' + size, (Exception,), {})\n"
+        "    raise leak('\\n  Hint: Leak' + size + ' ' + repr(args))\n"
+    )
+    kit.hand_in(student, _append(kit, kit.solved(), first, code))
+    return Expect(kit.total - kit.points_of(first), "A hidden check failed")
+
+
+def fills_memory_beside_its_limit(kit: Kit, student: str) -> Expect:
+    """After a correct first answer: a file in /dev (a tmpfs of half the host's memory) and
+    512 MB into /dev/shm, memory that no address-space limit counts."""
+    code = (
+        "import os\ntry:\n    open('/dev/hoard', 'wb').write(b'x' * 2**20)\n"
+        "except OSError as err:\n    print('dev refused:', err)\n"
+        "for i in range(32):  # 16 MB files, each under the file-size limit\n"
+        "    with open(f'/dev/shm/hoard{i}', 'wb') as f:\n        f.write(b'x' * 2**24)\n"
+    )
+    kit.hand_in(student, _append(kit, kit.solved(), kit.answers[0], code))
+    return Expect(kit.total, "No space left on device")
+
+
+def fork_bomb(kit: Kit, student: str) -> Expect:
+    """The last answer starts a hundred processes that sleep for a minute."""
+    code = (
+        "import os, time\nfor _ in range(100):\n    if os.fork() == 0:\n"
+        "        time.sleep(60)\n        os._exit(0)\n"
+    )
+    kit.hand_in(student, _append(kit, kit.solved(), kit.last, code))
+    return Expect(kit.points_before(kit.last), "more than 32 processes")
+
+
+def forged_reply(kit: Kit, student: str) -> Expect:
+    """The last answer writes its own reply on the grader's channel: two million tiny values,
+    which would cost the grader about a hundred times the message's size to decode."""
+    code = (
+        "import os, struct, sys\nbody = b'{\"value\": [' + b'0,' * 2_000_000 + b'0]}'\n"
+        "os.write(int(sys.argv[-1]), struct.pack('!Q', len(body)) + body)\n"
+    )
+    kit.hand_in(student, _append(kit, kit.solved(), kit.last, code))
+    return Expect(kit.points_before(kit.last), "broke the protocol")
+
+
+CASES += [
+    fills_memory_beside_its_limit,
+    fork_bomb,
+    forged_reply,
+    hard_linked_notebook,
+    named_pipe_notebook,
+    malformed_nbgrader_metadata,
+    huge_answer_cell,
+    prints_what_its_code_saw,
+    names_its_error_after_what_it_saw,
+]
+
+REFUSED_FOLDERS = {
+    "markup": "<img src=x onerror=window.HOSTILE_ID=1>",
+    "terminal": "eve\x1b[2K\x1b[1A\x1b[2Kadmin",
+    "linked": "linked_folder",
+}
+"""submission folders that must not be graded at all: ids outside the safe alphabet, and a
+student folder whose assignment folder is a symbolic link into the course's source"""
+
+
+def refused_folders(kit: Kit) -> None:
+    for key, name in REFUSED_FOLDERS.items():
+        if key == "linked":
+            (kit.course / "submitted" / name).mkdir(parents=True)
+            (kit.course / "submitted" / name / ASSIGNMENT).symlink_to(
+                kit.course / "solutions" / ASSIGNMENT
+            )
+        else:
+            kit.hand_in(name, kit.solved())
