@@ -54,14 +54,13 @@ CASCADE_NLL = '''
 import math
 
 def average_nll(sequences, transition_probs):
-    """Through my own sequence_probability: log P(sequence) is the sum of its bigram logs."""
+    """Through my own sequence_probability, one bigram at a time."""
     total, pairs = 0.0, 0
     for sequence in sequences:
-        if len(sequence) < 2:
-            continue
-        p = sequence_probability(sequence, transition_probs)
-        total += math.inf if p == 0 else -math.log(p)
-        pairs += len(sequence) - 1
+        for a, b in zip(list(sequence)[:-1], list(sequence)[1:]):
+            p = sequence_probability([a, b], transition_probs)
+            total += math.inf if p == 0 else -math.log(p)
+            pairs += 1
     if pairs == 0:
         raise ValueError("no bigram to score")
     return total / pairs
