@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mini_llm.learner.registry import TEST_CELLS, Part, assignments, parts_of
+from mini_llm.learner.registry import Part, assignments, parts_of
 
 MANIFEST = "manifest.json"
 WRITTEN_BY = "mini-llm learner export"
@@ -132,9 +132,10 @@ def _answer_status(part: Part, source: str) -> tuple[str, str]:
 
 
 def _visible_tests(cells: dict, part: Part) -> str:
-    """The visible tests of the part's test cells (its input checks' too, where graded apart)."""
-    found = [cells.get(f"{part.name}{suffix}", (None, None))[1] for suffix in TEST_CELLS]
-    return "\n".join(cell.source.partition(HIDDEN_TESTS)[0] for cell in found if cell is not None)
+    """The visible tests of what the part computes (``<part>_tests``; the calls its input
+    checks refuse are not behaviour to compare with the reference)."""
+    _, cell = cells.get(f"{part.name}_tests", (None, None))
+    return cell.source.partition(HIDDEN_TESTS)[0] if cell is not None else ""
 
 
 def _chapter(assignment: str, path: Path | None) -> tuple[str | None, list[ExportedPart]]:
