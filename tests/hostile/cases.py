@@ -237,11 +237,13 @@ def changed_signature(kit: Kit, student: str) -> Expect:
 
 
 def patch_checks(kit: Kit, student: str) -> Expect:
-    """Every expect_* helper passes: enough to fool the notebook's own (in-kernel) tests."""
+    """Every expect_* helper passes, the differential ones too: enough to fool the notebook's
+    own (in-kernel) tests."""
     code = (
-        "import mini_llm.checks as _c\n"
-        "for _name in [n for n in dir(_c) if n.startswith('expect_')]:\n"
-        "    setattr(_c, _name, lambda *a, **k: None)\n"
+        "import mini_llm.checks, mini_llm.differential\n"
+        "for _c in (mini_llm.checks, mini_llm.differential):\n"
+        "    for _name in [n for n in dir(_c) if n.startswith('expect_')]:\n"
+        "        setattr(_c, _name, lambda *a, **k: None)\n"
     )
     kit.hand_in(student, _append(kit, kit.buggy_last(), kit.answers[0], code))
     return Expect(kit.total - kit.points_of(kit.last), "tests were fooled")
@@ -400,12 +402,15 @@ CASES = [
 
 
 def hidden_failure(kit: Kit, student: str) -> Expect:
-    """Passes the visible checks of part 2, fails a hidden one (rows without counts -> nan)."""
+    """Passes the visible checks of part 2 and its input checks, fails a hidden one (rows
+    without counts -> nan)."""
     part = kit.answers[1]
     name = kit.function_of(part)
     nb = kit.solved()
     kit.cell(nb, part).source = (
         f"def {name}(counts):\n    counts = np.asarray(counts, float)\n"
+        "    if counts.ndim != 2 or counts.shape[0] != counts.shape[1] or (counts < 0).any():\n"
+        "        raise ValueError('a square matrix of counts, none negative')\n"
         "    return counts / counts.sum(axis=1, keepdims=True)\n"
     )
     kit.hand_in(student, nb)
@@ -422,7 +427,8 @@ DAEMON_MARKER = "hostile-daemon-outlives-the-run"
 
 def exception_names_grader_module(kit: Kit, student: str) -> Expect:
     """The first function raises an exception whose class claims to live in a grader module:
-    rebuilding it by importing that module used to stop the whole run."""
+    rebuilding it by importing that module used to stop the whole run. (It is a ValueError,
+    so the part's input checks, which only ask for a refusal, keep their point.)"""
     first = kit.answers[0]
     name = kit.function_of(first)
     code = (
@@ -430,7 +436,8 @@ def exception_names_grader_module(kit: Kit, student: str) -> Expect:
         f"def {name}(*args, **kwargs):\n    raise Boom('no counts today')\n"
     )
     kit.hand_in(student, _append(kit, kit.solved(), first, code))
-    return Expect(kit.total - kit.points_of(first), "failed: " + f"{name}_tests")
+    lost = kit.tests[f"{name}_tests"]
+    return Expect(kit.total - lost, "failed: " + f"{name}_tests")
 
 
 def reads_the_solution(kit: Kit, student: str) -> Expect:
@@ -598,7 +605,7 @@ def names_its_error_after_what_it_saw(kit: Kit, student: str) -> Expect:
         f"\n_calls = [0]\n_right = {name}\n"
         f"def {name}(*args, **kwargs):\n"
         "    _calls[0] += 1\n"
-        "    if _calls[0] <= 2:  # the visible checks make two calls\n"
+        "    if _calls[0] <= 3:  # visible: two calls in its tests, one in its input checks\n"
         "        return _right(*args, **kwargs)\n"
         "    size = str(args[1] if len(args) > 1 else kwargs.get('vocab_size'))\n"
         "    leak = type('Leak' + size, (Exception,), {})\n"
