@@ -13,7 +13,7 @@ help:
 	@echo "make test       set up .venv and run the whole test suite (CH=07: one chapter's tests)"
 	@echo "make check      lint and the fast tests: no book build, no grading (2-3 minutes)"
 	@echo "make toc        write book/_toc.yml and the intro's chapter table from book/chapters.yml"
-	@echo "make exercises  regenerate exercises/ from solutions/ with nbgrader"
+	@echo "make exercises  regenerate exercises/ from solutions/ with nbgrader (FORCE=1: over local edits)"
 	@echo "make grade ASSIGNMENT=ch01_bigrams   autograde submitted/ (instructors)"
 	@echo "make lab        JupyterLab on 127.0.0.1 for learners and instructors (formgrader)"
 	@echo "make clean      remove build output (keeps .venv)"
@@ -54,12 +54,11 @@ toc: | $(STAMP)
 	$(BIN)/python book/_ext/manifest.py
 
 # One nbgrader assignment per folder of solutions/. nbgrader records each in gradebook.db
-# (gitignored) and runs `alembic`, which it finds on PATH, hence the venv's bin first.
+# (gitignored) and runs `alembic`, which it finds on PATH (mini_llm.grading.release puts the
+# venv's bin first). It refuses while exercises/ holds changes git does not hold (a learner's
+# answers?); FORCE=1 regenerates anyway, after copying them into .release-backup/.
 exercises: $(STAMP)
-	for dir in solutions/*/; do \
-	  PATH="$(abspath $(BIN)):$$PATH" $(BIN)/nbgrader generate_assignment \
-	    "$$(basename "$$dir")" --force || exit 1; \
-	done
+	$(BIN)/python -m mini_llm.grading.release $(if $(filter 1,$(FORCE)),--force)
 
 grade: setup
 	$(BIN)/mini-llm grade $(ASSIGNMENT)

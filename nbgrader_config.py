@@ -12,6 +12,7 @@ import nbgrader
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
 import mini_llm.grading
+from mini_llm.grading import release
 from mini_llm.grading.manual import GetGradesAndPending
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
@@ -23,6 +24,10 @@ c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.db_url = "sqlite:///gradebook.db"
+
+# Generating the release (make exercises, formgrader's Generate) first backs up whatever in the
+# release folder git does not hold: nbgrader deletes the folder before writing it again.
+release.install()
 
 # One course on this machine: the learner's Assignment List and the instructor's tools use an
 # exchange folder inside the repository (gitignored) instead of /srv/nbgrader/exchange.

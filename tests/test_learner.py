@@ -174,7 +174,7 @@ def test_checking_an_unsolved_set_says_nothing_was_compared(tmp_path):
     assert checked.stdout.splitlines()[-1].startswith("nothing compared: no part is written")
     not_a_package = cli("learner", "check", str(EXERCISES), cwd=tmp_path)
     assert not_a_package.returncode == 2
-    assert "learner export exercises --out DIR" in not_a_package.stderr
+    assert "learner export my_exercises --out DIR" in not_a_package.stderr
     assert "into it again" not in not_a_package.stderr  # export refuses such a folder
 
 

@@ -1,5 +1,7 @@
 """The learner's own mini_llm: solved exercises become a package that the reference runs with.
 
+* :func:`.workspace.start` (``mini-llm learner start``) copies the released notebooks into
+  the learner's own folder, ``my_exercises/``, never replacing a file already there;
 * :func:`export` (``mini-llm learner export``) collects the answer cells of the exercise
   notebooks into one module per chapter, without running them;
 * :func:`use` / :func:`using` (``--learner DIR``, ``$MINI_LLM_LEARNER``) swap the learner's

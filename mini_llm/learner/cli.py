@@ -1,4 +1,5 @@
-"""``mini-llm learner export|check`` and the ``--learner DIR`` flag of ``train`` and ``sample``."""
+"""``mini-llm learner start|export|check`` and the ``--learner DIR`` flag of ``train`` and
+``sample``."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from pathlib import Path
 from mini_llm.learner import probe
 from mini_llm.learner.export import export
 from mini_llm.learner.swap import ENVIRONMENT_VARIABLE, Swapped, use
+from mini_llm.learner.workspace import RELEASE, WORKSPACE, start
 
-HELP = "your own mini_llm from your exercise answers: export, check"
+HELP = (
+    "your own copy of the exercises, and your own mini_llm from its answers: start, export, check"
+)
 DEFAULT_OUT = Path("my_mini_llm")
 
 LEARNER_MODEL = {"attention": "explicit", "activation": "relu"}
@@ -23,6 +27,22 @@ feed-forward network. A reference run with these overrides is the one to compare
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="action")
+    starting = actions.add_parser(
+        "start",
+        help=f"copy the exercises into your own folder ({WORKSPACE}), where you work",
+        description=f"copy the released notebooks ({RELEASE}/, which `make exercises` "
+        f"regenerates) into a folder of your own that git ignores ({WORKSPACE}/); a file "
+        "already there is never replaced, so running it again only adds what is new",
+    )
+    starting.add_argument(
+        "assignments", nargs="*", metavar="assignment", help="e.g. ch01_bigrams (default: all)"
+    )
+    starting.add_argument(
+        "--release", type=Path, default=RELEASE, help=f"the release folder (default: {RELEASE})"
+    )
+    starting.add_argument(
+        "--into", type=Path, default=WORKSPACE, help=f"your folder (default: {WORKSPACE})"
+    )
     exporting = actions.add_parser(
         "export",
         help="collect the answer cells of your notebooks into a package",
@@ -33,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "exercises",
         nargs="?",
         type=Path,
-        default=Path("exercises"),
-        help="folder of your notebooks, <assignment>/<assignment>.ipynb (default: exercises)",
+        default=WORKSPACE,
+        help=f"folder of your notebooks, <assignment>/<assignment>.ipynb (default: {WORKSPACE})",
     )
     exporting.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"package folder (default: {DEFAULT_OUT})"
@@ -112,7 +132,16 @@ def use_learner(args, report=sys.stdout) -> Swapped | None:
 
 
 def run(args) -> None:
-    """Export, or check (a part that deviates makes the exit status 1)."""
+    """Start, export, or check (a part that deviates makes the exit status 1)."""
+    if args.action == "start":
+        started = start(args.assignments, args.release, args.into)
+        for path in started.copied:
+            print(f"copied {path}")
+        if started.kept:
+            print(f"kept {len(started.kept)} file(s) already in {args.into} as they are")
+        first = next((p for p in started.copied if p.suffix == ".ipynb"), None)
+        print(f"work in {args.into}/" + (f", e.g. open {first}" if first else ""))
+        return
     if args.action == "export":
         export(args.exercises, args.out)
         print(f"wrote {args.out} from {args.exercises}")

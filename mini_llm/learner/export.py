@@ -198,7 +198,8 @@ def export(source: str | Path, out: str | Path) -> list[ExportedPart]:
     if not source.is_dir():
         raise LearnerError(
             f"{source} is not a folder; pass the folder that holds your exercise notebooks, "
-            "e.g. exercises (with exercises/ch08_self_attention/ch08_self_attention.ipynb)"
+            "e.g. my_exercises (with my_exercises/ch08_self_attention/ch08_self_attention.ipynb"
+            "; `mini-llm learner start` makes it)"
         )
     notebooks = {a: find_notebook(source, a) for a in assignments()}
     if not any(notebooks.values()):
@@ -249,7 +250,7 @@ def read_manifest(folder: Path) -> dict:
     if not folder.is_dir():
         raise LearnerError(
             f"{folder} is not a folder; export your notebooks first: "
-            "mini-llm learner export exercises --out DIR"
+            "mini-llm learner export my_exercises --out DIR"
         )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -257,7 +258,7 @@ def read_manifest(folder: Path) -> dict:
         raise LearnerError(
             f"{folder} holds no readable {MANIFEST} ({err}); it is not a package written by "
             f"{WRITTEN_BY}: pass the folder that export wrote (its --out, e.g. my_mini_llm), "
-            "or export your notebooks first: mini-llm learner export exercises --out DIR"
+            "or export your notebooks first: mini-llm learner export my_exercises --out DIR"
         ) from None
     if manifest.get("written_by") != WRITTEN_BY:
         raise LearnerError(f"{path} was not written by {WRITTEN_BY}; export again")
