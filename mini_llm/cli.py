@@ -443,6 +443,12 @@ def run_train(args) -> None:
             f"{device if 'RANK' not in os.environ else 'torchrun'}, "
             f"{threads} CPU thread(s) ({why})"
         )
+        if device.type == "cpu" and run.name.endswith("-gpu"):
+            print(
+                f"warning: {run.name} is sized for a GPU and this run is on the CPU, where its "
+                f"{train_config.max_iters:,} steps take many hours; {DEFAULT_CONFIG} is the "
+                "same task at CPU size"
+            )
     start = time.perf_counter()
     try:
         result = train(
@@ -486,19 +492,24 @@ def interrupted_message(args, max_iters: int) -> str:
 # ----------------------------------------------------------------------------------- sample
 def add_sample_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--checkpoint", type=Path, default=Path("runs/shakespeare-char-cpu/ckpt.pt")
+        "--checkpoint",
+        type=Path,
+        default=Path("runs/shakespeare-char-cpu/ckpt.pt"),
+        help="a checkpoint written by mini-llm train",
     )
-    parser.add_argument("--prompt", default="\n", help="text to continue")
-    parser.add_argument("--max-new-tokens", type=int, default=500)
+    parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    parser.add_argument("--max-new-tokens", type=int, default=500, help="tokens to generate")
     parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
-    parser.add_argument("--top-k", type=int, default=None)
-    parser.add_argument("--top-p", type=float, default=None)
-    parser.add_argument("--num-samples", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=1337)
+    parser.add_argument("--top-k", type=int, default=None, help="keep the k likeliest tokens")
+    parser.add_argument(
+        "--top-p", type=float, default=None, help="keep the likeliest tokens up to this mass"
+    )
+    parser.add_argument("--num-samples", type=int, default=1, help="samples to print")
+    parser.add_argument("--seed", type=int, default=1337, help="seed of the sampling")
     parser.add_argument(
         "--no-cache", action="store_true", help="recompute the whole window for each token"
     )
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     add_threads_argument(parser)
     learner_cli.add_learner_argument(parser)
 
@@ -539,7 +550,11 @@ def run_sample(args) -> None:
     note = learner_cli.feed_forward_note(model.config.activation) if swapped else None
     if note:
         print(note, file=sys.stderr)
-    print(f"threads: {threads} ({why})", file=sys.stderr)
+    print(
+        f"read {args.checkpoint} ({model.num_parameters():,} parameters); "
+        f"threads: {threads} ({why})",
+        file=sys.stderr,
+    )
     if not args.prompt:
         raise ValueError("the prompt is empty; give at least one character, e.g. --prompt $'\\n'")
     prompt = torch.tensor([tokenizer.encode(args.prompt)], device=device)
@@ -670,6 +685,26 @@ def run_record(args) -> None:
     print(f"recorded {args.name} in {time.perf_counter() - started:.0f} s: {path}")
 
 
+# ----------------------------------------------------------------------------------- config
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", nargs="?", help="a named config (none: list them)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="as for train")
+
+
+def run_config(args) -> None:
+    """Every setting of a named config, as ``mini-llm train --config NAME`` would train it."""
+    if not args.name:
+        for name in sorted(configs.CONFIGS):
+            print(name)
+        return
+    if args.name not in configs.CONFIGS:
+        raise ValueError(
+            f"unknown config {args.name!r}; choose one of: {', '.join(sorted(configs.CONFIGS))}"
+        )
+    for key, value in configs.settings_of(configs.resolve(args.name, args.overrides)).items():
+        print(f"{key}={value}")
+
+
 class Command(NamedTuple):
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
@@ -681,6 +716,11 @@ COMMANDS: dict[str, Command] = {
         "encode a corpus into train/val token files", add_prepare_arguments, run_prepare
     ),
     "train": Command("train a GPT from a named config", add_train_arguments, run_train),
+    "config": Command(
+        "print every setting of a named config (train's key=value)",
+        add_config_arguments,
+        run_config,
+    ),
     "sample": Command("generate text from a checkpoint", add_sample_arguments, run_sample),
     "bench": Command("time training steps and generation", add_bench_arguments, run_bench),
     "record": Command(
@@ -691,14 +731,37 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+class ShowDefaults(argparse.HelpFormatter):
+    """``--help`` gives each option's default, except where its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        hidden = (None, False, [], argparse.SUPPRESS)
+        if "default" in text or not action.option_strings or action.default in hidden:
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     description = __doc__.splitlines()[0].replace("``", "")  # the docstring's markup
     parser = argparse.ArgumentParser(prog="mini-llm", description=description)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="command")
     for name, command in COMMANDS.items():
-        subparser = subparsers.add_parser(name, help=command.help, description=command.help)
+        subparser = subparsers.add_parser(
+            name, help=command.help, description=command.help, formatter_class=ShowDefaults
+        )
         command.add_arguments(subparser)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mini_llm")
+    except PackageNotFoundError:  # run from a copy that was never installed
+        return "(not installed)"
 
 
 def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -734,8 +797,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mini-llm {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
-        print(
-            f"mini-llm {args.command}: interrupted{f'; {err}' if err.args else ''}", file=sys.stderr
+        print(  # on a line of its own, not after a progress bar's
+            f"\nmini-llm {args.command}: interrupted{f'; {err}' if err.args else ''}",
+            file=sys.stderr,
         )
         return 130
     return 0

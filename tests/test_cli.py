@@ -1,5 +1,6 @@
 """The ``mini-llm`` command end to end, and the clear errors it gives for bad input."""
 
+import importlib.metadata
 import json
 import os
 import shlex
@@ -472,6 +473,13 @@ def test_a_real_ctrl_c_keeps_the_checkpoint_and_says_how_to_resume(trained_run):
     assert f"signal/ckpt.pt holds step {kept} of 100000; resume with" in err
     assert err.rstrip().endswith("train --out signal --resume --device cpu --threads 1")
     assert "Traceback" not in err
+    assert "\nmini-llm train: interrupted" in err  # on a line of its own, not after the bar
+    resumed = mini_llm("train", "--out", "signal", "--resume", "--new-schedule", "--device",
+                       "cpu", "--threads", "1", f"max_iters={kept + 2}", cwd=trained_run)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    metrics = (trained_run / "signal" / "metrics.jsonl").read_text().splitlines()
+    logged = [json.loads(line)["step"] for line in metrics if "train_loss" in line]
+    assert len(logged) == len(set(logged)) and logged[-1] == kept + 2  # each step once
 
 
 def test_missing_and_unreadable_checkpoints_say_why(trained_run, tmp_path, capsys):
@@ -714,6 +722,34 @@ def test_every_subcommand_is_listed_and_has_help(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["no-such-command"])
     assert exit_.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_version_named_configs_and_defaults_are_one_command_away(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"mini-llm {importlib.metadata.version('mini_llm')}"
+    assert main(["config"]) == 0 and capsys.readouterr().out.split() == sorted(configs.CONFIGS)
+    assert main(["config", "shakespeare-char-gpu", "n_layer=2"]) == 0
+    printed = dict(line.split("=", 1) for line in capsys.readouterr().out.splitlines())
+    expected = configs.settings_of(configs.resolve("shakespeare-char-gpu", ["n_layer=2"]))
+    assert printed == {key: str(value) for key, value in expected.items()}
+    assert printed["n_layer"] == "2" and printed["n_embd"] == "384"
+    assert main(["config", "no-such-config"]) == 2
+    assert "unknown config 'no-such-config'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["sample", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "tokens to generate (default: 500)" in shown and "(default: 1337)" in shown
+    assert "(default: [])" not in shown and "default: None" not in shown
+
+
+def test_a_config_sized_for_a_gpu_warns_on_the_cpu(trained_run, capsys, monkeypatch):
+    monkeypatch.chdir(trained_run)
+    command = ["train", "--config", "shakespeare-char-gpu", "--data", "data", "--out", "big"]
+    assert main([*command, "--device", "cpu", *TINY, "max_iters=1", "compile=false"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: shakespeare-char-gpu is sized for a GPU and this run is on the CPU" in out
 
 
 def test_bench_runs_on_a_tiny_shape(capsys):

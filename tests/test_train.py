@@ -24,6 +24,7 @@ from mini_llm.engine.train import (
     TrainConfig,
     TrainingDivergedError,
     autocast_dtype,
+    forget_metrics_after,
     make_optimizer,
     train,
     use_tf32_products,
@@ -272,11 +273,12 @@ def test_resume_with_another_schedule_is_refused_naming_what_changed(tmp_path):
         r"would end at step 12, not 6.*lr_decay_iters=6",
     ) as refused:
         resume(max_iters=12)
-    before, after = (
-        learning_rate_at(6, quiet(max_iters=6)),
-        learning_rate_at(6, quiet(max_iters=12)),
-    )
-    assert f"from {before:.1e} to {after:.1e}" in str(refused.value) and after > 5 * before
+    rates = {s: (learning_rate_at(s, quiet(max_iters=6)), learning_rate_at(s, quiet(max_iters=12)))
+             for s in range(6, 12)}  # fmt: skip
+    worst = max(rates, key=lambda s: abs(rates[s][1] - rates[s][0]))
+    before, after = rates[worst]
+    said = f"at step {worst} the rate would be {after:.3g} instead of {before:.3g}"
+    assert said in str(refused.value) and after > 5 * before
     with pytest.raises(CheckpointError, match=r"learning_rate 0.003 -> 0.001"):
         resume(max_iters=8, lr_decay_iters=6, learning_rate=1e-3)
     # The two ways on: the saved schedule (the rate stays at min_lr), or the new one, asked for.
@@ -491,3 +493,13 @@ def test_tf32_products_are_turned_on_for_a_cuda_device_only():
         assert torch.get_float32_matmul_precision() == "high"
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+def test_a_resumed_run_forgets_the_metrics_logged_after_its_checkpoint(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    records = [{"step": step, "train_loss": 1.0} for step in range(0, 31, 10)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + "not a record\n")
+    forget_metrics_after(path, 20)
+    assert path.read_text().splitlines() == [json.dumps(r) for r in records[:3]] + ["not a record"]
+    forget_metrics_after(tmp_path / "none.jsonl", 5)  # no file: nothing to forget
+    assert not (tmp_path / "none.jsonl").exists()

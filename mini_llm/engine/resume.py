@@ -73,8 +73,10 @@ def refuse_schedule_change(saved: dict, config: TrainConfig, step: int) -> None:
     if not changed or config.new_schedule:
         return
     saved = {"schedule": "cosine", **saved}
-    before = schedule.learning_rate_at(
-        step, replace(config, **{k: saved[k] for k in SCHEDULE_KEYS})
+    old = replace(config, **{k: saved[k] for k in SCHEDULE_KEYS})
+    _, worst = max(  # where the two schedules are furthest apart from here on
+        (abs(schedule.learning_rate_at(s, config) - schedule.learning_rate_at(s, old)), s)
+        for s in range(step, max(config.max_iters, step + 1))
     )
     put_back = [
         f"{key}={saved[key]}"
@@ -85,10 +87,11 @@ def refuse_schedule_change(saved: dict, config: TrainConfig, step: int) -> None:
         put_back.append(f"lr_decay_iters={_decay_end(saved)} (after it the rate stays at min_lr)")
     raise CheckpointError(
         f"resume refused: the learning-rate schedule differs from the checkpoint's "
-        f"({'; '.join(changed)}), so at step {step} the rate would jump from {before:.1e} to "
-        f"{schedule.learning_rate_at(step, config):.1e}. To train on with the saved schedule, "
-        f"set {', '.join(put_back)}; to use the new schedule anyway, pass new_schedule=True "
-        "(mini-llm train --new-schedule)"
+        f"({'; '.join(changed)}): at step {worst} the rate would be "
+        f"{schedule.learning_rate_at(worst, config):.3g} instead of "
+        f"{schedule.learning_rate_at(worst, old):.3g}. To train on with the saved schedule, "
+        f"set {', '.join(put_back)}; to use the new schedule anyway, give mini-llm train "
+        "--new-schedule (new_schedule=True in a TrainConfig)"
     )
 
 

@@ -230,8 +230,8 @@ class _Run:
         save_every = config.checkpoint_interval or config.eval_interval or config.max_iters
         if self.writes_files:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-        if self.val_batches is not None and result.step == 0:
-            self.validate()
+            if result.step:  # resumed: steps logged after the checkpoint are trained again
+                forget_metrics_after(self.out_dir / "metrics.jsonl", result.step)
         self.bar = tqdm(
             total=config.max_iters,
             initial=result.step,
@@ -239,6 +239,14 @@ class _Run:
             dynamic_ncols=True,
             disable=not self.shows_progress,
         )
+        if self.val_batches is not None and result.step == 0:
+            if self.shows_progress:
+                self.bar.write(f"step 0: validation loss over {config.eval_iters} batches ...")
+            loss = self.validate()
+            if self.shows_progress:
+                self.bar.write(f"step 0: val loss {loss:.4f}")
+        if config.compile and self.shows_progress:
+            self.bar.write("compile=True: the first steps compile the model, which takes a while")
         split = cpu_parallel.decide(
             self.model,
             self.device,
@@ -347,3 +355,24 @@ class _Run:
         if self.writes_files:
             with open(self.out_dir / "metrics.jsonl", "a", encoding="utf-8") as file:
                 file.write(json.dumps(record) + "\n")
+
+
+def forget_metrics_after(path: Path, step: int) -> None:
+    """Drop the records of ``metrics.jsonl`` after ``step``: a run resumed from its checkpoint
+    at ``step`` logs those steps again, and each step should appear once."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return
+    kept = [line for line in lines if _logged_step(line) <= step]
+    if len(kept) < len(lines):
+        staging = path.with_suffix(".jsonl.tmp")
+        staging.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        staging.replace(path)
+
+
+def _logged_step(line: str) -> float:
+    try:
+        return float(json.loads(line).get("step", 0))
+    except (ValueError, AttributeError, TypeError):
+        return 0  # a line that is not a record is kept as it is

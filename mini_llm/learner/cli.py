@@ -14,9 +14,7 @@ from mini_llm.learner.export import export
 from mini_llm.learner.swap import ENVIRONMENT_VARIABLE, Swapped, use
 from mini_llm.learner.workspace import RELEASE, WORKSPACE, start
 
-HELP = (
-    "your own copy of the exercises, and your own mini_llm from its answers: start, export, check"
-)
+HELP = "your copy of the exercises, and your own mini_llm: start, export, check"
 DEFAULT_OUT = Path("my_mini_llm")
 
 LEARNER_MODEL = {"attention": "explicit", "activation": "relu"}
