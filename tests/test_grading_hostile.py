@@ -76,7 +76,8 @@ def graded(tmp_path_factory, grader_path, bubblewrap):
             check=False,
         )
         seconds = time.monotonic() - start
-        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+        # 1: some submissions had no readable notebook (they are recorded as empty)
+        assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-5000:]
         planted = planted_pth(kit).exists()
         yield course, kit, expected, run.stdout, seconds, config, planted
     finally:  # never leave the attack's file in the shared environment, whatever happened
@@ -206,6 +207,23 @@ def test_grades_csv_lists_every_student(graded):
     text = (course / f"grades-{ASSIGNMENT}.csv").read_text()
     for student in expected:
         assert f",{student}," in text
+
+
+EMPTY = ["missing_notebook", "named_pipe_notebook", "not_json", "symlinked_notebook"]
+
+
+def test_a_submission_without_a_readable_notebook_is_named_by_the_run_and_the_csv(graded):
+    course, _, _, summary, *_ = graded
+    (line,) = [line for line in summary.splitlines() if "graded as empty, from no" in line]
+    named = line.partition(": ")[2].partition(" (")[0].split(", ")
+    assert set(EMPTY) <= set(named) and "honest" not in named
+    with (course / f"grades-{ASSIGNMENT}.csv").open(newline="") as file:
+        rows = {row["student_id"]: row for row in csv.DictReader(file)}
+    assert rows["not_json"]["status"] == "empty"
+    assert "not a readable notebook" in rows["not_json"]["problems"]
+    assert rows["honest"]["status"] == "pending" and rows["honest"]["problems"] == ""
+    assert "failed: " in rows["hidden_failure"]["problems"]
+    assert rows["alumnus"]["status"] == "missing"  # in the gradebook, never handed in
 
 
 def _hidden_lines(kit) -> set[str]:

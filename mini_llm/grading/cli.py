@@ -106,7 +106,9 @@ def _publish(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Grade, print the summary; a student the grader failed on makes the exit status 1."""
+    """Grade, print the summary. The exit status is 1 where a submission was not graded from
+    its notebook: the grader failed on it, or the notebook was missing, unreadable or refused
+    (recorded as empty, so the gradebook and the CSV hold it)."""
     from mini_llm.grading.runner import NOT_GRADED, Options, grade
 
     if args.feedback_only:
@@ -133,7 +135,13 @@ def run(args: argparse.Namespace) -> None:
         f"grades: grades-{args.assignment}.csv; every check's message: "
         f"grading-{args.assignment}.json"
     )
-    if any(NOT_GRADED in p for p in run_problems):
+    empty = [r.student for r in reports if r.submission.empty]
+    if empty:
+        print(
+            f"{len(empty)} submission(s) graded as empty, from no readable notebook: "
+            f"{printable(', '.join(empty))} (their problems say why)"
+        )
+    if empty or any(NOT_GRADED in p for p in run_problems):
         raise SystemExit(1)
 
 

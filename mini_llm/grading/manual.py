@@ -12,7 +12,9 @@ summary of ``mini-llm grade``, the CSV (:class:`GradesCsv`) and the feedback
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
@@ -102,26 +104,45 @@ COLUMNS = [
     "score",
     "max_score",
     "status",
+    "problems",
 ]
 
 
 class GradesCsv(ExportPlugin):
     """nbgrader's CSV export with the automatic, manual and pending points in their own
-    columns; ``status`` says ``pending`` while a written answer waits for a person."""
+    columns; ``status`` says ``pending`` while a written answer waits for a person, and
+    ``empty`` where no readable notebook was graded; ``problems`` gives what the last
+    ``mini-llm grade`` run found in each submission (from its ``grading-<assignment>.json``)."""
 
     def export(self, gradebook: Gradebook) -> None:
         students = {str(s) for s in self.student}
         assignments = {str(a) for a in self.assignment}
+        root = Path(self.parent.coursedir.root) if self.parent else Path(".")
         with open(self.to or "grades.csv", "w", newline="") as out:
             writer = csv.DictWriter(out, COLUMNS)
             writer.writeheader()
             for assignment in gradebook.assignments:
                 if assignments and assignment.name not in assignments:
                     continue
+                found = _last_run(root / f"grading-{assignment.name}.json")
                 for student in gradebook.students:
                     if students and student.id not in students:
                         continue
-                    writer.writerow(_row(gradebook, assignment, student))
+                    row = _row(gradebook, assignment, student)
+                    graded = found.get(student.id, {})
+                    if graded.get("empty") and row["status"] != "missing":
+                        row["status"] = "empty"
+                    row["problems"] = "; ".join(graded.get("problems", []))
+                    writer.writerow(row)
+
+
+def _last_run(path: Path) -> dict:
+    """The students of the grader's last report, or nothing where there is none to read."""
+    try:
+        students = json.loads(path.read_text(encoding="utf-8"))["students"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return students if isinstance(students, dict) else {}
 
 
 def _row(gradebook: Gradebook, assignment, student) -> dict:

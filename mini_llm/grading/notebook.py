@@ -130,6 +130,7 @@ class Submission:
     answers: dict[str, list[str]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     refused: bool = False  # the file was not read at all (a link, a pipe, too large)
+    empty: bool = False  # nothing of it could be graded: none handed in, unreadable, refused
 
 
 MAX_NOTEBOOK_BYTES = 16 * 2**20
@@ -158,6 +159,7 @@ def _notebook_bytes(path: Path, result: Submission) -> bytes | None:
         refused = _refusal(path, os.lstat(path))
     except FileNotFoundError:
         result.problems.append(f"no notebook {path.name} was submitted")
+        result.empty = True
         return None
     if refused is None:
         try:
@@ -170,7 +172,7 @@ def _notebook_bytes(path: Path, result: Submission) -> bytes | None:
                 data = file.read(MAX_NOTEBOOK_BYTES + 1) if refused is None else b""
     if refused is not None:
         result.problems.append(refused)
-        result.refused = True
+        result.refused = result.empty = True
         return None
     return data
 
@@ -203,6 +205,7 @@ def read_submission(
         result.problems.append(
             f"{path.name} is not a readable notebook ({type(err).__name__}); graded as empty"
         )
+        result.empty = True
         return result
     if version != 4:
         result.problems.append(
@@ -299,6 +302,7 @@ def _not_this_assignment(
             "cells' hidden ids are gone, e.g. code pasted into a new notebook); work in the "
             "released notebook; graded as empty"
         )
+    result.empty = True
     return True
 
 

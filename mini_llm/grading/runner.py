@@ -441,6 +441,7 @@ def _write_report(path: Path, reports: list[StudentReport], run_problems: list[s
             "manual_score": r.totals.manual if r.totals else None,
             "pending_points": r.totals.pending if r.totals else None,
             "in_kernel_score": r.in_kernel.auto_score if r.in_kernel.scores else None,
+            "empty": r.submission.empty,
             "problems": r.problems,
             "cells": [
                 {

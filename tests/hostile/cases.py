@@ -414,7 +414,7 @@ def hidden_failure(kit: Kit, student: str) -> Expect:
         "    return counts / counts.sum(axis=1, keepdims=True)\n"
     )
     kit.hand_in(student, nb)
-    return Expect(kit.total - kit.points_of(part), "A hidden check failed")
+    return Expect(kit.total - kit.tests[f"{name}_tests"], "A hidden check failed")
 
 
 CASES.append(hidden_failure)
