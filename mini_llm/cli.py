@@ -224,6 +224,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "min_lr, warmup_iters, where the cosine ends) unlike the checkpoint's",
     )
     learner_cli.add_learner_argument(parser)
+    learner_cli.add_deviating_argument(parser)
 
 
 def resume_command(args, out: Path) -> str:
@@ -395,6 +396,8 @@ def run_train(args) -> None:
     threads, why = chosen_threads(args)
     args.out = args.out or Path("runs") / (args.config or DEFAULT_CONFIG)
     check_out_folder(args.out)
+    if int(os.environ.get("RANK", "0")) == 0:
+        learner_cli.check_before_training(args)
     learner_cli.use_learner(args)
     checkpoint = load_checkpoint(args.out / "ckpt.pt") if args.resume else None
     if checkpoint is not None:

@@ -306,10 +306,11 @@ def runs(tmp_path_factory, solved, buggy) -> tuple[Path, dict[str, subprocess.Co
     done = {
         "reference": train("reference", *settings),
         "solved": train("solved", "--learner", str(solved)),
-        "buggy": train("buggy", env={"MINI_LLM_LEARNER": str(buggy)}),
+        "buggy": train("buggy", "--allow-deviating", env={"MINI_LLM_LEARNER": str(buggy)}),
     }
     for name, result in done.items():
         assert result.returncode == 0, (name, result.stderr)
+    done["refused"] = train("refused", "--learner", str(buggy))
     return work, done
 
 
@@ -329,6 +330,15 @@ def test_the_solved_notebooks_train_like_the_reference_and_the_bug_does_not(runs
     assert f"{present} of {len(PARTS)} are yours" in done["solved"].stdout
     assert "--learner: training with attention=explicit activation=relu" in done["solved"].stdout
     assert "mini_llm with your parts from" in done["buggy"].stdout  # from $MINI_LLM_LEARNER
+    assert "--learner: checked your parts: all " in done["solved"].stdout
+    assert (
+        "WARNING: training with parts that deviate from the reference: ch08_self_attention."
+        "scaled_dot_product_attention" in done["buggy"].stdout
+    )
+    refused = done["refused"]
+    assert refused.returncode == 2 and "--allow-deviating" in refused.stderr
+    assert "1 of your parts deviate from the reference: ch08_self_attention" in refused.stderr
+    assert not (work / "refused").exists()  # refused before anything was written
 
 
 @pytest.mark.slow  # two checks of every chapter (make check leaves it out)
@@ -398,7 +408,7 @@ def test_sample_calls_the_learners_attention_in_a_checkpoint_trained_without_it(
     assert "activation=gelu, so your feed_forward is not called" in sampled.stderr
     resumed = cli(
         "train", "--out", "plain", "--resume", "--new-schedule", "max_iters=7",
-        "--learner", str(buggy), cwd=work,
+        "--learner", str(buggy), "--allow-deviating", cwd=work,
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert "changed by this command: attention fused -> explicit" in resumed.stdout

@@ -84,6 +84,42 @@ def add_learner_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_deviating_argument(parser: argparse.ArgumentParser) -> None:
+    """``--allow-deviating`` for ``train``: it checks the learner's parts first."""
+    parser.add_argument(
+        "--allow-deviating",
+        action="store_true",
+        help="with --learner: train even with parts that mini-llm learner check finds "
+        "deviating from the reference (to see what a bug does to training)",
+    )
+
+
+def check_before_training(args, report=sys.stdout) -> None:
+    """``train --learner``: run ``learner check`` first. A part that deviates is refused unless
+    ``--allow-deviating``: a causal mask that leaks trains to a loss no honest model reaches,
+    and says nothing about it."""
+    if args.learner is None:
+        return
+    checked = probe.run(args.learner, compare=True)
+    deviating = [e for e in checked if e.get("comparison", {}).get("deviates")]
+    if not deviating:
+        compared = sum(1 for e in checked if e.get("comparison", {}).get("calls"))
+        print(f"--learner: checked your parts: all {compared} compared agree with the reference",
+              file=report)  # fmt: skip
+        return
+    named = "; ".join(
+        f"{e['part']} ({_how_far(e['comparison'], e['test_calls'])})" for e in deviating
+    )
+    if not args.allow_deviating:
+        raise ValueError(
+            f"--learner: {len(deviating)} of your parts deviate from the reference: {named}. "
+            f"Fix them (mini-llm learner check {args.learner} says more), or train with them "
+            "anyway with --allow-deviating"
+        )
+    print(f"--learner: WARNING: training with parts that deviate from the reference: {named}",
+          file=report)  # fmt: skip
+
+
 def learner_overrides(args, overrides: list[str]) -> list[str]:
     """``overrides`` with :data:`LEARNER_MODEL` added where ``--learner`` is given and the
     user did not choose those keys."""
