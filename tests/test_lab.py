@@ -7,11 +7,13 @@ shows no error; formgrader loads (it hangs on "Loading" without `alembic` on PAT
 submission with math typeset by the book's MathJax (no request leaves 127.0.0.1), and a score
 typed into the written answer's box is saved to the gradebook; after `mini-llm grade
 --feedback-only` the CSV and the feedback page, opened from disk, carry the new total with its
-math typeset. Screenshots go to test-artifacts/screenshots/lab-*.png.
+math typeset; formgrader's Autograde button grades through `mini-llm grade --student`.
+Screenshots go to test-artifacts/screenshots/lab-*.png.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -200,3 +202,36 @@ def test_formgrader_grades_a_written_answer_with_typeset_math(course, lab, tab):
     assert f"{AUTO + GIVEN:.1f} / {AUTO + WRITTEN:.1f}" in total and "pending" not in total
     tab.shot("feedback")
     assert not tab.outside and not tab.errors, (tab.outside, tab.errors)
+
+
+def test_formgraders_autograde_button_runs_the_hardened_grader(course, lab, tab):
+    """Manage Submissions' Autograde button grades through `mini-llm grade --student` (the
+    sandbox and the trusted replay), not nbgrader's plain kernel: the grader's report is
+    written again, the functions' points come back, and a person's score is kept."""
+    kept = WRITTEN - 2
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        gb.find_grade(QUESTION, ASSIGNMENT, ASSIGNMENT, "writer").manual_score = kept
+        gb.db.commit()
+    report = course / f"grading-{ASSIGNMENT}.json"
+    report.unlink()
+    base, token = lab
+    tab.page.goto(f"{base}/formgrader/manage_assignments?token={token}")  # logs the tab in
+    tab.page.wait_for_selector(f"text={ASSIGNMENT}")
+    tab.page.goto(f"{base}/formgrader/manage_submissions/{ASSIGNMENT}")
+    tab.page.wait_for_selector("td.student-id:has-text('writer')")
+    button = tab.page.locator("tr:has-text('writer') td.autograde a")
+    with tab.page.expect_response(
+        lambda r: r.url.endswith(f"/submission/{ASSIGNMENT}/writer/autograde"), timeout=900_000
+    ) as answered:
+        button.click()
+    result = answered.value.json() if answered.value.ok else {}
+    assert result.get("success"), result
+    assert f"mini-llm grade {ASSIGNMENT} --student writer" in result["log"]
+    tab.page.wait_for_selector("#success-modal")
+    tab.page.wait_for_timeout(1000)  # the dialog fades in
+    tab.shot("formgrader-autograde")
+    assert json.loads(report.read_text())["students"]["writer"]["score"] == AUTO
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_grade(QUESTION, ASSIGNMENT, ASSIGNMENT, "writer").manual_score == kept
+        assert gb.find_submission(ASSIGNMENT, "writer").code_score == AUTO
+    assert not tab.outside, tab.outside

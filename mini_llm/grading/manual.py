@@ -124,7 +124,7 @@ class GradesCsv(ExportPlugin):
             for assignment in gradebook.assignments:
                 if assignments and assignment.name not in assignments:
                     continue
-                found = _last_run(root / f"grading-{assignment.name}.json")
+                found = last_report(root / f"grading-{assignment.name}.json")
                 for student in gradebook.students:
                     if students and student.id not in students:
                         continue
@@ -136,8 +136,9 @@ class GradesCsv(ExportPlugin):
                     writer.writerow(row)
 
 
-def _last_run(path: Path) -> dict:
-    """The students of the grader's last report, or nothing where there is none to read."""
+def last_report(path: Path) -> dict:
+    """The students of the grader's report (``grading-<assignment>.json``), or nothing where
+    there is none to read."""
     try:
         students = json.loads(path.read_text(encoding="utf-8"))["students"]
     except (OSError, ValueError, KeyError, TypeError):

@@ -93,6 +93,9 @@ class _Context:
 
 _CONTEXT: _Context | None = None
 NOT_GRADED = "was NOT graded (nothing recorded)"
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
+"""what nbgrader's submit puts beside the notebook: the time handed in, and the secret that
+release_feedback names the learner's feedback by (so it follows the grade into feedback/)"""
 
 
 def _grade_one(student: str) -> StudentReport | str:
@@ -144,7 +147,7 @@ def _grade(student: str) -> StudentReport:
     extra = sorted(
         str(p.relative_to(submitted))
         for p in submitted.rglob("*")
-        if p.is_file() and p.name not in (notebook_name, "timestamp.txt")
+        if p.is_file() and p.name not in (notebook_name, *EXCHANGE_FILES)
     )
     report = StudentReport(student, submission, verification, in_kernel, time.monotonic() - start)
     report.problems = submission.problems + verification.problems
@@ -301,7 +304,10 @@ def grade(options: Options) -> tuple[list[StudentReport], list[str], Assignment]
     for report in reports:
         report.totals = totals[report.student]
     _write_report(
-        Path(coursedir.root) / f"grading-{options.assignment}.json", reports, run_problems
+        Path(coursedir.root) / f"grading-{options.assignment}.json",
+        reports,
+        run_problems,
+        keep_others=bool(options.students),
     )
     csv_path = Path(coursedir.root) / f"grades-{options.assignment}.csv"
     nbglue.feedback_and_export(
@@ -433,9 +439,13 @@ def _settle(report: StudentReport, unverifiable: set[str]) -> None:
         )
 
 
-def _write_report(path: Path, reports: list[StudentReport], run_problems: list[str]) -> None:
-    """For the instructor: every check's full message (the learner's feedback is redacted)."""
-    students = {
+def _write_report(
+    path: Path, reports: list[StudentReport], run_problems: list[str], keep_others: bool
+) -> None:
+    """For the instructor: every check's full message (the learner's feedback is redacted).
+    ``keep_others``: a run for some students (``--student``) keeps the others' entries."""
+    earlier = manual.last_report(path) if keep_others else {}
+    students = earlier | {
         r.student: {
             "score": r.score,
             "manual_score": r.totals.manual if r.totals else None,
@@ -491,5 +501,7 @@ def _write_results(
         shutil.rmtree(target)
     target.mkdir(parents=True)
     nbformat.write(graded, target / source_notebook.name)
-    if stamp:
-        shutil.copy(stamp, target / "timestamp.txt")
+    for name in EXCHANGE_FILES:
+        kept = submitted / name
+        if kept.is_file() and not kept.is_symlink():
+            shutil.copy(kept, target / name)
