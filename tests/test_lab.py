@@ -235,3 +235,25 @@ def test_formgraders_autograde_button_runs_the_hardened_grader(course, lab, tab)
         assert gb.find_grade(QUESTION, ASSIGNMENT, ASSIGNMENT, "writer").manual_score == kept
         assert gb.find_submission(ASSIGNMENT, "writer").code_score == AUTO
     assert not tab.outside, tab.outside
+
+
+HOSTILE_NAME = "<img src=x onerror=window.HOSTILE_NAME=1>"
+
+
+def test_formgrader_shows_a_hostile_student_name_as_text(course, lab, tab):
+    """A name in the gradebook (from a roster, or typed into Manage Students) that is markup:
+    formgrader's pages show it as text and run none of it."""
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        gb.update_or_create_student("writer", first_name=HOSTILE_NAME, last_name="Doe")
+    base, token = lab
+    tab.page.goto(f"{base}/formgrader/manage_assignments?token={token}")  # logs the tab in
+    tab.page.wait_for_selector(f"text={ASSIGNMENT}")
+    for page, name in (("manage_students", "td.name"), (f"manage_submissions/{ASSIGNMENT}",
+                                                      "td.student-name")):  # fmt: skip
+        tab.page.goto(f"{base}/formgrader/{page}")
+        tab.page.wait_for_selector(f"{name}:has-text('Doe')")
+        assert HOSTILE_NAME in tab.page.inner_text(name), page  # shown, as text
+        assert tab.page.evaluate("window.HOSTILE_NAME") is None, page  # and not run
+        assert tab.page.locator("img[src=x]").count() == 0, page
+        tab.shot(f"formgrader-hostile-name-{page.partition('/')[0]}")
+    assert not tab.outside, tab.outside
