@@ -301,3 +301,29 @@ def test_without_a_sandbox_its_tests_skip_with_the_reason_but_fail_in_ci(
     with pytest.raises(outcome, match=reason) as raised:
         require_bubblewrap()
     assert ("CI=true" in str(raised.value)) == bool(ci)
+
+
+def test_a_scratch_folder_holds_no_more_than_the_sandbox_allows(bubblewrap, tmp_path):
+    """nbgrader's in-kernel run (--in-kernel) works in a copy of the course in such a folder:
+    what a submission writes there fills the sandbox's tmpfs, not the grader's disk."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "kept.txt").write_text("copied in")
+    (tmp_path / "out").mkdir()
+    script = (
+        "cp -R /in/. /scratch && cat /scratch/kept.txt && "
+        "head -c 400000000 /dev/zero > /scratch/hoard; echo status=$?; "
+        "ls -l /scratch/hoard > /out/size.txt"
+    )
+    command = bubblewrap.wrap(
+        ["/bin/sh", "-c", script],
+        writable={"/out": tmp_path / "out"},
+        read_only={"/in": tmp_path / "in"},
+        scratch=("/scratch",),
+        cwd="/scratch",
+    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.startswith("copied in") and "status=1" in done.stdout, done
+    assert "No space left on device" in done.stderr
+    written = int((tmp_path / "out" / "size.txt").read_text().split()[4])
+    assert written <= bubblewrap.tmpfs_mb * 2**20 < 400_000_000
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["in", "kept.txt", "out", "size.txt"]

@@ -74,10 +74,12 @@ class Jail:
         writable: dict[str, Path] = (),
         read_only: dict[str, Path] = (),
         cwd: str = HOME,
+        scratch: tuple[str, ...] = (),
     ) -> list[str]:
         """``command`` inside a fresh sandbox; ``files`` (name in home -> host file) are visible
         read-only in the home, ``writable`` and ``read_only`` (sandbox path -> host folder)
-        read-write and read-only."""
+        read-write and read-only; each ``scratch`` path is a tmpfs of its own, as large as
+        the home (what the sandbox writes there costs no host disk beyond it)."""
         if not self.enabled:
             return command
         size = str(self.tmpfs_mb * 2**20)
@@ -122,6 +124,8 @@ class Jail:
         argv += ["--ro-bind", str(package), f"{PACKAGE_ROOT}/mini_llm"]
         for name, host in dict(files).items():
             argv += ["--ro-bind", str(host), f"{HOME}/{name}"]
+        for inside in scratch:
+            argv += ["--size", size, "--tmpfs", inside]
         for inside, host in dict(writable).items():
             argv += ["--bind", str(host), inside]
         for inside, host in dict(read_only).items():

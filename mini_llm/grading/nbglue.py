@@ -216,6 +216,14 @@ def _copy_plain_file(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
+IN_A_SCRATCH_COPY = (
+    'cp -R /course-in/. /course && "$@"; status=$?; '
+    "cp /course/gradebook.db /returned/gradebook.db; exit $status"
+)
+"""The in-kernel run inside the sandbox: the course copied into its own tmpfs, nbgrader, and
+only the gradebook copied back out (a file the size limit bounds)."""
+
+
 def autograde_in_kernel(
     assignment: Assignment,
     student: str,
@@ -245,6 +253,8 @@ def autograde_in_kernel(
     shutil.copy(gradebook, course / "gradebook.db")
     root, jupyter = ("/course", "/jupyter") if jail.enabled else (course, workdir / "jupyter")
     python = jail.python()[0]
+    returned = workdir / "returned"  # in the sandbox, only the gradebook comes back out
+    returned.mkdir()
     _kernel_spec(workdir / "jupyter", python, limit)
     env = limits.student_environment(jail.home(workdir / "home"))
     env.update(
@@ -252,26 +262,34 @@ def autograde_in_kernel(
         PYTHONPATH=jail.package_path(),
         PATH=os.pathsep.join([str(Path(python).parent), "/usr/bin", "/bin"]),
     )
-    command = jail.wrap(
-        [
-            python,
-            "-m",
-            "nbgrader",
-            "autograde",
-            assignment.name,
-            f"--student={student}",
-            "--force",
-            *_config_args(Path(root)),
-            "--CourseDirectory.source_directory=source",
-            "--CourseDirectory.submitted_directory=submitted",
-            "--CourseDirectory.autograded_directory=autograded",
-            f"--Execute.kernel_name={KERNEL_NAME}",  # wall clock only, as the replay's backstop
-            f"--Execute.timeout={int(cell_timeout_s * WALL_FACTOR)}",
-            "--Execute.extra_arguments=[]",
-        ],
-        writable={"/course": course},
-        read_only={"/jupyter": workdir / "jupyter"},
-        cwd=str(root),
+    autograde = [
+        python,
+        "-m",
+        "nbgrader",
+        "autograde",
+        assignment.name,
+        f"--student={student}",
+        "--force",
+        *_config_args(Path(root)),
+        "--CourseDirectory.source_directory=source",
+        "--CourseDirectory.submitted_directory=submitted",
+        "--CourseDirectory.autograded_directory=autograded",
+        f"--Execute.kernel_name={KERNEL_NAME}",  # wall clock only, as the replay's backstop
+        f"--Execute.timeout={int(cell_timeout_s * WALL_FACTOR)}",
+        "--Execute.extra_arguments=[]",
+    ]
+    if jail.enabled:  # the course is copied into a sized tmpfs: what the kernel writes is bounded
+        autograde = ["/bin/sh", "-c", IN_A_SCRATCH_COPY, "sh", *autograde]
+    command = (
+        jail.wrap(
+            autograde,
+            writable={"/returned": returned},
+            read_only={"/jupyter": workdir / "jupyter", "/course-in": course},
+            cwd="/course",
+            scratch=("/course",),
+        )
+        if jail.enabled
+        else autograde
     )
     start = time.monotonic()
     log = workdir / "nbgrader.log"
@@ -298,7 +316,8 @@ def autograde_in_kernel(
             if "[AutogradeApp | ERROR]" in line and not any(g in line for g in generic)
         ]
         result.error = (errors[0] if errors else tail[-1] if tail else "").strip()[:300]
-    result.scores = _scores(course / "gradebook.db", assignment, student)
+    graded = returned / "gradebook.db" if jail.enabled else course / "gradebook.db"
+    result.scores = _scores(graded, assignment, student)
     return result
 
 
