@@ -33,6 +33,7 @@ from _exercise_helpers import (
     cell_by_grade_id,
     check_failure,
     graded_parts,
+    grader_meta,
     losing_cell,
     notebook_path,
     part_test_cells,
@@ -106,14 +107,25 @@ def _package_function(assignment: str, part: str):
 
 
 def _notebook_function(assignment: str, part: str, folder=SOLUTIONS):
-    """The part as the answer cell of the solution (or, from EXERCISES, the release) defines it."""
+    """The part as its answer cell defines it after the answer cells above it, as the notebook
+    runs them (a later part may use an earlier one): in the solution, or (from EXERCISES) in
+    the untouched release, whose cells above may raise NotImplementedError as they run."""
     namespace: dict = {"np": np, "torch": torch, "nn": torch.nn, "F": torch.nn.functional}
     notebook = (
         NOTEBOOKS[assignment] if folder == SOLUTIONS else read(notebook_path(folder, assignment))
     )
-    source = cell_by_grade_id(notebook, f"{part}_impl").source
-    exec(reference_answer(source), namespace)  # noqa: S102 - our own notebook
-    return namespace[part]
+    for cell in notebook.cells:
+        meta = grader_meta(cell)
+        if not meta.get("solution") or meta.get("grade") or cell.cell_type != "code":
+            continue
+        try:
+            exec(reference_answer(cell.source), namespace)  # noqa: S102 - our own notebook
+        except NotImplementedError:
+            if folder == SOLUTIONS:
+                raise
+        if meta.get("grade_id") == f"{part}_impl":
+            return namespace[part]
+    raise AssertionError(f"{assignment} has no answer cell {part}_impl")
 
 
 def _parameters(fn) -> list[tuple]:
