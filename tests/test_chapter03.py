@@ -334,16 +334,24 @@ def test_embedding_claims_match_the_measured_distances(page):
     )
     assert [int(c[0]) for c in counts] == [0, 1, 2]
     fewest = [min(int(c[1]), int(c[2])) for c in counts]
-    component, among, by_seed, seeds_named = prose(
+    component, among, n_edge, edge, percent, by_seed, seeds_named = prose(
         text,
         r"the vowels sit (?:low|left) on the (first|second) principal component, where (no "
         r"consonant falls|1 consonant \(\w\) falls|\d+ consonants \([^)]*\) fall) inside "
-        r"their range\. .*?on the component that separates them best, ([\d, and]+?) "
-        r"consonants fall among the vowels on seeds ([\d, and]+?)\.",
+        r"their range, and (\d+) more \(([^)]*)\) sit level with its edge, outside it by less "
+        r"than (\d+) % of the component.s spread\. .*?on the component that separates them "
+        r"best, ([\d, and]+?) consonants fall among the vowels on seeds ([\d, and]+?)\.",
     )
     seed0 = [int(counts[0][1]), int(counts[0][2])]
     assert component == ["first", "second"][int(np.argmin(seed0))]
     assert among.startswith("no" if min(seed0) == 0 else str(min(seed0)))
+    # Fig. 3.4 shows more consonants at the vowels' height than fall inside their range: those
+    # just outside its edge (the page asserts that they are there and glues them)
+    at_edge = re.split(r", | and ", edge)
+    inside = re.findall(r"\((.*)\)", among)
+    assert len(at_edge) == int(n_edge) >= 2 and int(percent) <= 2
+    assert all(len(t) == 1 and t not in "aeiouy" for t in at_edge)  # consonants
+    assert not set(at_edge) & set(re.split(r", | and ", inside[0]) if inside else [])
     assert [int(v) for v in re.findall(r"\d+", by_seed)] == fewest
     assert [int(v) for v in re.findall(r"\d+", seeds_named)] == [0, 1, 2]
     assert "every vowel lies below every consonant" not in text

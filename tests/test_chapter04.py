@@ -246,16 +246,47 @@ def test_training_time_and_vector_lengths_are_glued(page, glued):
     assert 'label=f"untrained: {NEGATIVES + 1} log 2"' in text  # Fig. 4.4's legend, computed
 
 
+def test_the_exercise_says_what_the_page_measures_about_vector_lengths(page, glued):
+    """The exercise's parts 4 and 5 explain cosine similarity by the lengths of the trained
+    vectors: they must name the direction of the length-frequency relation the page measured."""
+    import nbformat
+    from _exercise_helpers import SOLUTIONS, notebook_path
+
+    corr = unsigned(glued["ch04_norm_count_corr"])
+    assert "the frequent words have the shorter vectors" in " ".join(page[1].split())
+    nb = nbformat.read(notebook_path(SOLUTIONS, "ch04_embeddings"), as_version=4)
+    cells = {cell.get("id"): " ".join(cell.source.split()) for cell in nb.cells}
+    shorter, longer = ("shorter", "longer") if corr < 0 else ("longer", "shorter")
+    assert f"frequent words have the *{shorter}* vectors" in cells["nearest_neighbours_md"]
+    assert f"frequent words have the {shorter} ones" in cells["analogy_md"]
+    assert f"frequent words have the *{longer}*" not in cells["nearest_neighbours_md"]
+    assert "frequent words tend to have long" not in " ".join(cells.values())
+
+
 def test_neighbours_are_distinct_other_words_showing_what_the_prose_names(page):
-    raw, _ = page
+    raw, text = page
     table = table_with_header(raw, "word", "nearest neighbours (most similar first)")
     # smartquotes renders emperor's as emperor’s; compare with straight apostrophes
     neighbours = {row[0]: row[1].replace("\u2019", "'").split(", ") for row in table[1:]}
     assert len(neighbours) == 8
     for word, found in neighbours.items():
         assert len(found) == len(set(found)) == 6 and word not in found
+    # Near king: kings' names mixed with words that stand beside them in the history plays
+    # (nobles, numerals of reigns, forms of address), and no other words.
+    kings = {"henry", "edward", "richard", "john", "lear", "duncan", "claudius", "harry"}
+    nobles = {"warwick", "york", "lancaster", "gloucester", "clarence", "somerset", "suffolk"}
+    nobles |= {"norfolk", "exeter", "buckingham", "northumberland", "westmoreland", "salisbury"}
+    nobles |= {"bolingbroke", "bedford", "oxford", "derby", "hereford", "richmond", "france"}
+    beside = nobles | {"ii", "iii", "iv", "v", "vi", "viii"} | {"liege", "sovereign", "majesty"}
+    near_king = set(neighbours["king"])
+    assert len(near_king & kings) >= 2 and near_king & beside and near_king <= kings | beside
+    flowing = " ".join(text.split())
+    assert (
+        "near king, the names of kings mixed with words that stand beside them in the history "
+        "plays (such as their nobles, the numerals of their reigns and forms of address)"
+    ) in flowing
+    assert "the names of kings near king" not in flowing  # they are not all kings' names
     named = {  # what the paragraph under the table points to
-        "king": {"henry", "edward", "richard", "warwick", "york", "lancaster", "liege", "vi"},
         "night": {"day", "morrow", "morning", "midnight", "noon", "hours", "evening"},
         "thou": {"art", "dost", "wilt"},
         "rome": {

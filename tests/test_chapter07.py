@@ -228,3 +228,20 @@ def test_page_has_its_figures_diagram_and_math(page):
     assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 2, "loss curves and heatmaps"
     assert raw.count('class="math') >= 4
     assert re.search(r"<(object|img)[^>]+graphviz", raw), "the encoder-decoder diagram"
+
+
+def test_the_zero_that_pads_nineteen_is_read_from_the_word_the_weights_show(page):
+    """The prose names the word the printed weights give the most to, for the zero of 30019
+    that no word of its own says (the first digit after the thousands)."""
+    _, text = page
+    line = r"^30019 \(held out: True\): model wrote 30019\n\s+(.+)$"
+    printed = re.search(line, text, re.MULTILINE)
+    read = [pair.split("<-") for pair in printed.group(1).split()]
+    pad = len(str(30019 // 1000))
+    digit, word = read[pad]
+    assert digit == "0" and word == "thousand" != read[pad + 1][1]
+    assert (
+        "For thirty thousand nineteen it reads the zero that pads nineteen to three digits, a "
+        f"digit that comes from no word of its own, from {word}, the word that stands for it."
+    ) in " ".join(text.split())
+    assert "nineteen after thousand needs a zero" not in " ".join(text.split())
