@@ -6,10 +6,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 MATHJAX := book/_mathjax/_static/mathjax/tex-chtml.js
 
-.PHONY: setup book book-clean test check toc exercises grade lab browser clean help
+.PHONY: setup book book-clean serve test check toc exercises grade lab browser clean help
 
 help:
 	@echo "make book       set up .venv and build the book into book/_build/html"
+	@echo "make serve      serve the built book on http://127.0.0.1:8000 (search with excerpts)"
 	@echo "make test       set up .venv and run the whole test suite (CH=07: one chapter's tests)"
 	@echo "make check      lint and the fast tests: no book build, no grading (2-3 minutes)"
 	@echo "make toc        write book/_toc.yml and the intro's chapter table from book/chapters.yml"
@@ -36,6 +37,12 @@ book: setup
 
 book-clean:
 	rm -rf book/_build
+
+# The built book over HTTP on 127.0.0.1: opened as a file, its search finds titles only.
+PORT ?= 8000
+serve:
+	@test -f book/_build/html/index.html || { echo "no built book: run make book first"; exit 1; }
+	$(PYTHON) -m http.server $(PORT) --bind 127.0.0.1 --directory book/_build/html
 
 # Two workers (units of work in tests/conftest.py): the book build with its page tests on one,
 # the grading runs and the rest on the other. JOBS=0 runs everything in one process.
