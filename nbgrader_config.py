@@ -12,28 +12,35 @@ import nbgrader
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
 import mini_llm.grading
-from mini_llm.grading import release
+from mini_llm.grading import formgrader, release
 from mini_llm.grading.manual import GetGradesAndPending
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
-c.CourseDirectory.root = "."
+COURSE = Path(__file__).resolve().parent  # absolute: "." makes formgrader warn five times
+c.CourseDirectory.root = str(COURSE)
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
-c.CourseDirectory.db_url = "sqlite:///gradebook.db"
+c.CourseDirectory.db_url = f"sqlite:///{COURSE / 'gradebook.db'}"
 
 # Generating the release (make exercises, formgrader's Generate) first backs up whatever in the
 # release folder git does not hold: nbgrader deletes the folder before writing it again.
 release.install()
+# Formgrader's Autograde button grades through `mini-llm grade --student` (the sandbox, the
+# trusted replay, manual grades kept), not nbgrader's plain kernel.
+formgrader.install()
 
 # One course on this machine: the learner's Assignment List and the instructor's tools use an
 # exchange folder inside the repository (gitignored) instead of /srv/nbgrader/exchange.
-EXCHANGE = Path(__file__).resolve().parent / ".exchange"
+EXCHANGE = COURSE / ".exchange"
 EXCHANGE.mkdir(exist_ok=True)  # nbgrader refuses a missing exchange ("Error fetching courses!")
 c.Exchange.root = str(EXCHANGE)
+# The exchange files everything under the course id: without one, release_assignment and
+# collect refuse to run and formgrader disables them.
+c.CourseDirectory.course_id = "mini_llm"
 
 # Our templates first: formgrader's and the feedback's math from the book's MathJax, inlined.
 TEMPLATES = str(Path(mini_llm.grading.__file__).parent / "templates")
