@@ -36,6 +36,8 @@ HOSTILE_TEX = (
 )
 """TeX in the written answer that asks for extensions offline MathJax cannot load: the rest of
 the page's math must still be typeset, and nothing fetched"""
+HOSTILE_ID = "<img src=x onerror=window.HOSTILE_ID=1>"
+"""a submission folder whose name is markup (formgrader's templates print student ids as they are)"""
 LOAD_MS = 120_000  # a busy 2-core machine: JupyterLab's first load takes a while
 
 
@@ -50,6 +52,9 @@ def course(tmp_path_factory, grader_path, bubblewrap):
     )
     written.source = HOSTILE_TEX + written.source
     nbformat.write(notebook, target / f"{ASSIGNMENT}.ipynb")
+    hostile = course / "submitted" / HOSTILE_ID / ASSIGNMENT  # refused: it never reaches formgrader
+    hostile.mkdir(parents=True)
+    nbformat.write(notebook, hostile / f"{ASSIGNMENT}.ipynb")
     grade(course)
     return course
 
@@ -242,7 +247,9 @@ HOSTILE_NAME = "<img src=x onerror=window.HOSTILE_NAME=1>"
 
 def test_formgrader_shows_a_hostile_student_name_as_text(course, lab, tab):
     """A name in the gradebook (from a roster, or typed into Manage Students) that is markup:
-    formgrader's pages show it as text and run none of it."""
+    formgrader's pages show it as text and run none of it. A submission folder named as markup
+    was refused by the grader: formgrader lists it, as text, with nothing graded to open (the
+    page that printed an id as markup shows a graded submission)."""
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         gb.update_or_create_student("writer", first_name=HOSTILE_NAME, last_name="Doe")
     base, token = lab
@@ -254,6 +261,10 @@ def test_formgrader_shows_a_hostile_student_name_as_text(course, lab, tab):
         tab.page.wait_for_selector(f"{name}:has-text('Doe')")
         assert HOSTILE_NAME in tab.page.inner_text(name), page  # shown, as text
         assert tab.page.evaluate("window.HOSTILE_NAME") is None, page  # and not run
+        assert tab.page.evaluate("window.HOSTILE_ID") is None, page
         assert tab.page.locator("img[src=x]").count() == 0, page
         tab.shot(f"formgrader-hostile-name-{page.partition('/')[0]}")
+    # formgrader lists the folders of submitted/ too: the refused one as text, never graded
+    refused = tab.page.locator("tr", has_text=HOSTILE_ID)
+    assert "needs autograding" in refused.inner_text()
     assert not tab.outside, tab.outside
