@@ -155,6 +155,28 @@ def test_chapter_links_its_exercise_notebook(built_book, docname):
 
 
 @pytest.mark.parametrize("docname", CHAPTERS)
+def test_chapter_links_its_exercise_from_the_top(built_book, docname):
+    """Near the top, in the learning goals, not only at the end: the notebook, the learner's
+    copy, and a link to the exercise's section."""
+    body = article(page(built_book, docname))
+    name = Path(docname).name
+    goals = next(
+        box for box in body.select("div.admonition") if "Learning goals" in box.get_text(" ")
+    )
+    downloads = [a["href"] for a in goals.select("a.download[href]")]
+    assert any(href.endswith(f"/{name}.ipynb") for href in downloads), docname
+    assert f"my_exercises/{name}/{name}.ipynb" in goals.get_text(" "), docname
+    sections = []
+    for link in goals.select("a.reference.internal[href*='#']"):
+        target = body.find(id=link["href"].partition("#")[2])
+        if target is not None and target.name == "span":  # a label: its section holds it
+            target = target.parent
+        if target is not None and target.find(["h2", "h3"]) is not None:
+            sections.append(target.find(["h2", "h3"]).get_text(" ", strip=True))
+    assert any("Exercise" in heading for heading in sections), (docname, sections)
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
 def test_chapter_has_goals_figures_and_summary(built_book, docname):
     """DESIGN.md: learning goals at the top, at least one figure, a closing summary."""
     body = article(page(built_book, docname))
