@@ -324,6 +324,22 @@ def test_chapter_reads_like_a_textbook(server, browser, docname, width):
     assert print_buttons == 0, f"{where}: the print-to-PDF button is back"
 
 
+def test_the_exercises_guide_is_in_view_in_the_sidebar_at_1280_by_800(server, browser):
+    """A reader on a laptop screen finds how to work through the exercises without scrolling
+    the navigation; the chapters keep their numbers below it."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = context.new_page()
+        page.goto(server / f"{FIRST_CHAPTER}.html", wait_until="load")
+        link = page.locator("nav.bd-links a[href$='exercises.html']").first
+        box = link.bounding_box()
+        chapter = page.locator("nav.bd-links a[href$='ch05_rnn.html']").first.inner_text()
+    finally:
+        context.close()
+    assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 800, box
+    assert chapter.strip().startswith("5."), chapter
+
+
 def test_search_works_offline(server, visit):
     """The book's search runs in the page from its own index: a chapter word finds chapter 1."""
     visit.open(server / "search.html?q=bigram")

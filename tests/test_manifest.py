@@ -48,14 +48,12 @@ def test_every_page_is_headed_by_its_manifest_title():
         )
 
 
-def test_parts_in_order_and_the_course_part_last():
+def test_the_course_part_first_then_the_parts_in_order():
     toc = yaml.safe_load((BOOK_DIR / "_toc.yml").read_text(encoding="utf-8"))
     captions = [part["caption"] for part in toc["parts"]]
-    assert captions[-1] == "Working with the course"
-    assert "numbered" not in toc["parts"][-1]
-    assert captions[:-1] == [
-        p for p in MANIFEST.parts if any(c.part == p for c in MANIFEST.ready())
-    ]
+    assert captions[0] == "Working with the course"
+    assert "numbered" not in toc["parts"][0]  # the chapters keep their numbers 1, 2, ...
+    assert captions[1:] == [p for p in MANIFEST.parts if any(c.part == p for c in MANIFEST.ready())]
 
 
 def test_publishing_a_chapter_is_its_status():
@@ -94,8 +92,8 @@ def test_publishing_a_chapter_is_its_status():
 def test_the_first_chapter_of_a_part_opens_the_part():
     chapters = [dataclasses.replace(c, status="ready") for c in MANIFEST.chapters]
     toc = yaml.safe_load(manifest.render_toc(dataclasses.replace(MANIFEST, chapters=chapters)))
-    assert [p["caption"] for p in toc["parts"]] == [*MANIFEST.parts, "Working with the course"]
-    assert [c["file"] for c in toc["parts"][3]["chapters"]] == ["ch12_gpu_training"]
+    assert [p["caption"] for p in toc["parts"]] == ["Working with the course", *MANIFEST.parts]
+    assert [c["file"] for c in toc["parts"][4]["chapters"]] == ["ch12_gpu_training"]
 
 
 def _entry(**change) -> dict:

@@ -76,8 +76,8 @@ class Chapter:
 class Manifest:
     parts: tuple[str, ...]
     chapters: tuple[Chapter, ...]
-    appendix_caption: str
-    appendix_pages: tuple[str, ...]
+    front_caption: str
+    front_pages: tuple[str, ...]
 
     def ready(self) -> list[Chapter]:
         return [c for c in self.chapters if c.ready]
@@ -155,14 +155,13 @@ def load(path: Path = MANIFEST) -> Manifest:
     assignments = [c.assignment for c in chapters if c.assignment]
     if len(set(assignments)) != len(assignments):
         raise ManifestError(f"{path.name}: two chapters share an assignment: {assignments}")
-    appendix = data.get("appendix") or {}
-    return Manifest(
-        parts, chapters, str(appendix.get("caption", "")), tuple(appendix.get("pages", ()))
-    )
+    front = data.get("front") or {}
+    return Manifest(parts, chapters, str(front.get("caption", "")), tuple(front.get("pages", ())))
 
 
 def render_toc(manifest: Manifest) -> str:
-    """book/_toc.yml: the ready chapters under their parts, then the appendix part."""
+    """book/_toc.yml: the unnumbered front part (first in the sidebar, where a reader at
+    1280 x 800 sees it without scrolling), then the ready chapters under their parts."""
     lines = [
         "# GENERATED from book/chapters.yml by `make toc` (python book/_ext/manifest.py).",
         "# Do not edit: change chapters.yml and run `make toc`; a test checks the two agree.",
@@ -170,14 +169,14 @@ def render_toc(manifest: Manifest) -> str:
         "root: intro",
         "parts:",
     ]
+    if manifest.front_pages:
+        lines += [f"  - caption: {manifest.front_caption}", "    chapters:"]
+        lines += [f"      - file: {page}" for page in manifest.front_pages]
     for part in manifest.parts:
         pages = [c.page for c in manifest.ready() if c.part == part]
         if pages:
             lines += [f"  - caption: {part}", "    numbered: true", "    chapters:"]
             lines += [f"      - file: {page}" for page in pages]
-    if manifest.appendix_pages:
-        lines += [f"  - caption: {manifest.appendix_caption}", "    chapters:"]
-        lines += [f"      - file: {page}" for page in manifest.appendix_pages]
     return "\n".join(lines) + "\n"
 
 
