@@ -32,7 +32,7 @@ from pathlib import Path
 
 import nbformat
 
-from mini_llm.grading import nbglue
+from mini_llm.grading import formgrader, nbglue
 from mini_llm.grading.runner import Options, grade
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,7 +80,8 @@ def make_course(root: Path, students: int, assignment: str) -> Path:
 
 
 def plain_nbgrader(root: Path, assignment: str) -> float:
-    env = {**os.environ, "PATH": nbglue.executable_path()}
+    # the peer as nbgrader runs it, unsandboxed: the course's config refuses that unless told
+    env = {**os.environ, "PATH": nbglue.executable_path(), formgrader.PLAIN_AUTOGRADE: "1"}
     for args in (["generate_assignment", assignment, "--force"], ["autograde", assignment]):
         start = time.perf_counter()
         subprocess.run(

@@ -141,3 +141,34 @@ def test_release_fetch_submit_collect_grade_and_return_feedback(
     assert shown_scores(page) == {gid: (expected[gid], points[gid]) for gid in points}
     shown = text_of(page)
     assert all(line in shown for line in ANSWER.splitlines() if line.strip())
+
+
+def test_plain_nbgrader_autograde_is_refused_and_runs_nothing(tmp_path, grader_path):
+    """Formgrader's instructions say to grade everyone with `nbgrader autograde`; in this course
+    that would run each submission unsandboxed, as the instructor. The command stops, names
+    `mini-llm grade`, and runs no cell of the submission."""
+    course = new_course(tmp_path / "course", [ASSIGNMENT])
+    nbgrader(course, "generate_assignment", ASSIGNMENT)
+    marker = tmp_path / "the submission ran"
+    handed_in = read(notebook_path(course / "exercises", ASSIGNMENT))
+    answer = f"open({str(marker)!r}, 'w').close()\n{ANSWER}"
+    cell_by_grade_id(handed_in, f"{PART}_impl").source = answer
+    folder = course / "submitted" / LEARNER / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(handed_in, folder / f"{ASSIGNMENT}.ipynb")
+    refused = subprocess.run(
+        [str(BIN / "nbgrader"), "autograde", ASSIGNMENT],
+        cwd=course,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"mini-llm grade {ASSIGNMENT} --student ID" in refused.stderr
+    assert "unsandboxed" in refused.stderr
+    assert not marker.exists() and not (course / "autograded").exists()
+    # told it trusts the notebooks, nbgrader's own autograde runs them: the refusal is all
+    # that stood in the way
+    nbgrader(course, "autograde", ASSIGNMENT, trusted=True)
+    assert marker.exists() and (course / "autograded" / LEARNER / ASSIGNMENT).is_dir()
