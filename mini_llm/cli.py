@@ -202,7 +202,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         help="prepared data folder (default: from the corpus; with --resume: the run's)",
     )
     parser.add_argument(
-        "--out", type=Path, help="run folder for checkpoint, metrics, plot (default: runs/<config>)"
+        "--out",
+        type=Path,
+        help="run folder for checkpoint, metrics, plot (default: runs/<config>; with --data "
+        "another prepared folder: runs/<config>-<folder name>)",
     )
     parser.add_argument(
         "--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda or mps"
@@ -225,6 +228,17 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     )
     learner_cli.add_learner_argument(parser)
     learner_cli.add_deviating_argument(parser)
+
+
+def default_run_folder(config: str, data: Path | None) -> Path:
+    """``runs/<config>``, or ``runs/<config>-<data folder>`` when ``--data`` names another
+    prepared folder than the config's own: a BPE run then neither lands in nor resumes the
+    character run of the same config."""
+    settings = configs.resolve(config, []).data
+    own = default_data_dir(settings["corpus"], settings["val_fraction"])
+    if data is None or Path(data).resolve() == own.resolve():
+        return Path("runs") / config
+    return Path("runs") / f"{config}-{Path(data).resolve().name}"
 
 
 def resume_command(args, out: Path) -> str:
@@ -394,11 +408,11 @@ def run_train(args) -> None:
         raise ValueError("--new-schedule only applies with --resume")
     device = pick_device(args.device)  # a device that cannot be used is named before the data
     threads, why = chosen_threads(args)
-    args.out = args.out or Path("runs") / (args.config or DEFAULT_CONFIG)
+    args.out = args.out or default_run_folder(args.config or DEFAULT_CONFIG, args.data)
     check_out_folder(args.out)
     if int(os.environ.get("RANK", "0")) == 0:
         learner_cli.check_before_training(args)
-    learner_cli.use_learner(args)
+    swapped = learner_cli.use_learner(args)
     checkpoint = load_checkpoint(args.out / "ckpt.pt") if args.resume else None
     if checkpoint is not None:
         check_resumable(checkpoint, args.out / "ckpt.pt")
@@ -477,6 +491,8 @@ def run_train(args) -> None:
             f"{time.perf_counter() - start:.1f} s, {result.tokens_per_s:,.0f} tokens/s; "
             f"checkpoint {result.checkpoint}"
         )
+        if swapped is not None:
+            print(swapped.used())
 
 
 def interrupted_message(args, max_iters: int) -> str:
@@ -575,6 +591,8 @@ def run_sample(args) -> None:
         if i:
             print("-" * 40)
         print(tokenizer.decode(ids[0].tolist()))
+    if swapped is not None:
+        print(swapped.used(), file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------------ bench

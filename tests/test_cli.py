@@ -777,3 +777,17 @@ def test_the_installed_mini_llm_command_runs_the_cli():
         [executable, "prepare", "--help"], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0 and COMMANDS["prepare"].help in done.stdout
+
+
+def test_a_run_on_other_prepared_data_gets_a_folder_of_its_own(tmp_path, monkeypatch):
+    """Without --out, a BPE run must neither land in nor resume the character run of its
+    config: its default folder names the data."""
+    monkeypatch.chdir(tmp_path)
+    config = "shakespeare-char-cpu"
+    assert cli.default_run_folder(config, None) == Path("runs") / config
+    own = cli.default_data_dir("shakespeare")  # the config's own data, named or not
+    assert cli.default_run_folder(config, own) == Path("runs") / config
+    bpe = cli.default_data_dir("shakespeare", tokenizer="bpe", vocab_size=4096)
+    assert cli.default_run_folder(config, bpe) == Path("runs") / f"{config}-shakespeare-bpe4096"
+    # a resume without --out finds the same folder again
+    assert cli.default_run_folder(config, bpe) == cli.default_run_folder(config, Path(str(bpe)))

@@ -33,6 +33,7 @@ from mini_llm.grading import limits
 from mini_llm.learner import LearnerError, adapters, export, probe, using
 from mini_llm.learner.cli import LEARNER_MODEL
 from mini_llm.learner.registry import PARTS, parts_of
+from mini_llm.learner.swap import Swapped
 
 REFERENCE_TOLERANCE = 1e-5  # the issue's bound on |learner - reference| loss, solved notebooks
 NO_SCALE = " / q.shape[-1] ** 0.5"  # the √d_k of the solution's scaled_dot_product_attention
@@ -289,6 +290,32 @@ def test_chapters_being_written_plug_in_the_sampler_and_the_schedule(tmp_path):
     assert schedule.learning_rate_at(5, config) == reference_rate
 
 
+def test_a_swapped_part_counts_its_calls_and_a_swapped_class_stays_a_subclass(tmp_path):
+    """What `used()` reports rests on these counts: a function's calls, a class's builds."""
+    swapped = Swapped(tmp_path)
+
+    class Layer(torch.nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.width = width
+
+    def double(x):
+        return 2 * x
+
+    counted_layer = swapped.counted("ch00.Layer", Layer)
+    counted_double = swapped.counted("ch00.double", double)
+    swapped.parts.update({"ch00.Layer": "yours", "ch00.double": "yours", "ch00.other": "yours"})
+    swapped.counted("ch00.other", double)
+    layer = counted_layer(3)
+    assert isinstance(layer, Layer) and layer.width == 3 and counted_layer.__name__ == "Layer"
+    assert counted_double(4) == 8 and counted_double(1) == 2 and counted_double.__name__ == "double"
+    assert swapped.calls == {"ch00.Layer": 1, "ch00.double": 2, "ch00.other": 0}
+    assert swapped.used().splitlines() == [
+        "your parts this run used: ch00.Layer, ch00.double",
+        "yours but not used by this run: ch00.other",
+    ]
+
+
 # ----------------------------------------------------------------- check, train, sample
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, solved, buggy) -> tuple[Path, dict[str, subprocess.CompletedProcess]]:
@@ -339,6 +366,13 @@ def test_the_solved_notebooks_train_like_the_reference_and_the_bug_does_not(runs
     assert refused.returncode == 2 and "--allow-deviating" in refused.stderr
     assert "1 of your parts deviate from the reference: ch08_self_attention" in refused.stderr
     assert not (work / "refused").exists()  # refused before anything was written
+    # which of the learner's parts the run called: the GPT's, not chapter 1's counting
+    lines = done["solved"].stdout.splitlines()
+    used = next(line for line in lines if line.startswith("your parts this run used: "))
+    idle = next(line for line in lines if line.startswith("yours but not used by this run: "))
+    for part in ("ch08_self_attention.scaled_dot_product_attention", "ch11_gpt.GPT"):
+        assert part in used and part not in idle
+    assert "ch01_bigrams.count_bigrams" in idle and "ch01_bigrams" not in used
 
 
 @pytest.mark.slow  # two checks of every chapter (make check leaves it out)
@@ -406,6 +440,9 @@ def test_sample_calls_the_learners_attention_in_a_checkpoint_trained_without_it(
     sampled = cli("sample", *flags, "--learner", str(buggy), cwd=work)
     assert sampled.returncode == 0, sampled.stderr
     assert "activation=gelu, so your feed_forward is not called" in sampled.stderr
+    used = next(line for line in sampled.stderr.splitlines() if line.startswith("your parts"))
+    assert "ch08_self_attention.scaled_dot_product_attention" in used  # called, as it says
+    assert "feed_forward" not in used  # what the note says, measured
     resumed = cli(
         "train", "--out", "plain", "--resume", "--new-schedule", "max_iters=7",
         "--learner", str(buggy), "--allow-deviating", cwd=work,

@@ -13,7 +13,9 @@ the reference. Instructors never run students' exports this way: ``mini-llm lear
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
@@ -73,6 +75,7 @@ class Swapped:
 
     folder: Path
     parts: dict[str, str] = field(default_factory=dict)  # label -> "yours" or why not
+    calls: dict[str, int] = field(default_factory=dict)  # label -> calls (or builds) so far
     _undo: list[tuple[ModuleType, str, object]] = field(default_factory=list, repr=False)
 
     @property
@@ -95,6 +98,39 @@ class Swapped:
             text = "; ".join(f"{key}: {', '.join(names)}" for key, names in groups.items())
             lines.append(f"  {chapter:<{width}}  {text}")
         return "\n".join(lines)
+
+    def used(self) -> str:
+        """Which of the learner's parts this process has called (a class: built) so far, and
+        which it has not: a part that is yours but never runs teaches nothing about it."""
+        called = [label for label in self.learners if self.calls.get(label)]
+        idle = [label for label in self.learners if not self.calls.get(label)]
+        lines = [f"your parts this run used: {', '.join(called) or 'none'}"]
+        if idle:
+            lines.append(f"yours but not used by this run: {', '.join(idle)}")
+        return "\n".join(lines)
+
+    def counted(self, label: str, replacement):
+        """``replacement`` counting its calls into :attr:`calls`; a class is subclassed, so
+        that what the package checks with ``isinstance`` still holds."""
+        self.calls.setdefault(label, 0)
+        calls = self.calls
+        if inspect.isclass(replacement):
+
+            def __init__(layer, *args, **kwargs):
+                calls[label] += 1
+                super(counting, layer).__init__(*args, **kwargs)
+
+            counting = type(replacement.__name__, (replacement,), {"__init__": __init__})
+            counting.__qualname__ = replacement.__qualname__
+            counting.__module__ = replacement.__module__
+            return counting
+
+        @functools.wraps(replacement)
+        def counting_call(*args, **kwargs):
+            calls[label] += 1
+            return replacement(*args, **kwargs)
+
+        return counting_call
 
     def restore(self) -> None:
         for module, name, original in reversed(self._undo):
@@ -148,7 +184,7 @@ def use(folder: str | Path | None = None, verbose: bool = True) -> Swapped:
         if exported["status"] != "present" or function is None:
             swapped.parts[part.label] = exported["status"]
             continue
-        targets = _targets(part, function)
+        targets = _targets(part, swapped.counted(part.label, function))
         if not targets:
             swapped.parts[part.label] = "not in this version of mini_llm"
             continue
