@@ -11,6 +11,7 @@ from _book_helpers import (
     CHAPTER_RE,
     MYST_NOTEBOOK_HEADER,
     chapter_docnames,
+    glued_values,
     run_jupyter_book,
     selected_chapters,
     toc_docnames,
@@ -195,6 +196,39 @@ def test_token_names_in_prose_are_not_read_as_html(built_book, docname):
     the end of the page; token names belong in backticks."""
     struck = article(page(built_book, docname)).select("s, strike")
     assert not struck, f"{docname}: struck-through text from a raw tag: {struck[0].get_text()[:80]}"
+
+
+# Glued text that is data the code produced, shown as it is, not a claim about it: a sample of
+# a model, an example drawn from a corpus, how a model read a sentence, the machine of a run.
+GLUED_DATA = {
+    "ch01_shortest_sample",
+    "ch01_longest_sample",
+    "ch02_unseen_bigram_examples",
+    "ch07_example_read",
+    "ch11_record_machine",
+    "ch12_gpu_torch",  # versions and the peak's source, from the recorded results file
+    "ch12_built_torch",
+    "ch12_gpu_peak_source",
+    "ch12_top_kind",  # the profiler's largest category of work
+}
+# Units and symbols a glued number may carry ("12 MiB", "3.8 × 10⁻¹⁰", "0.59 to 0.63").
+NOT_WORDS = r"\b(?:to|MiB|GiB|KiB|ms|µs|s|min|nats|bits)\b"
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_prose_glues_measurements_and_never_a_sentence_chosen_in_python(built_book, docname):
+    """A claim is written once in the prose and asserted in the page's code, so the build fails
+    when the measurement stops supporting it; a verdict picked by `if` and glued into the text
+    would change the book's words unseen."""
+    values = glued_values(built_book, docname, in_prose=False)
+    words = {
+        key: value
+        for key, value in values.items()
+        if isinstance(value, str)
+        and key not in GLUED_DATA
+        and re.search(r"[A-Za-z]{2,}", re.sub(NOT_WORDS, "", value))
+    }
+    assert not words, f"{docname} glues words into its prose: {words}"
 
 
 @pytest.mark.parametrize("docname", CHAPTERS)

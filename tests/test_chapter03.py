@@ -2,10 +2,11 @@
 
 The n-gram rows of the comparison table are recomputed here with mini_llm; the MLP's numbers
 come from the training runs on the page, so they are checked for what the prose says they show
-(each verdict the prose glues is recomputed from the numbers the page prints: the win over the
-best n-gram on every seed, the train/validation gap in nats, a validation curve that flattens,
-vowels closer together than to consonants on every seed, the checks of cross-entropy, of
-autograd and of the softmax gradient passing). Every number the prose states is read back and compared with its source.
+(each claim the prose writes, and the page asserts, is checked again against the numbers the
+page prints and glues: the win over the best n-gram on every seed, the train/validation gap in
+nats, a validation curve that flattens, vowels closer together than to consonants on every seed,
+the checks of cross-entropy, of autograd and of the softmax gradient passing). Every number the
+prose states is read back and compared with its source.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ import re
 
 import numpy as np
 import pytest
-from _book_helpers import check_figures, glued_values, html_tables, page_fixture, prose, read_page
+from _book_helpers import (
+    check_figures,
+    glued_fixture,
+    glued_values,
+    html_tables,
+    page_fixture,
+    prose,
+    read_page,
+    shown,
+)
 
 from mini_llm.corpus import load_corpus
 from mini_llm.evaluation import perplexity, split_documents
@@ -25,6 +35,7 @@ from mini_llm.smoothing import NGramModel, fit_interpolation_weights
 from mini_llm.vocab import BOS, Vocabulary
 
 page = page_fixture("ch03_neural_lm")
+glued = glued_fixture("ch03_neural_lm", in_prose=False)  # the prose formats the numbers
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +87,9 @@ def mlp_row(comparison) -> str:
     return mlp[0]
 
 
-def test_the_comparison_with_the_best_ngram_is_computed(page, comparison, seeds, ngram_models):
+def test_the_comparison_with_the_best_ngram_is_computed(
+    page, glued, comparison, seeds, ngram_models
+):
     _, text = page
     mlp = mlp_row(comparison)
     ngrams = [name for name in comparison if "gram" in name]
@@ -89,28 +102,26 @@ def test_the_comparison_with_the_best_ngram_is_computed(page, comparison, seeds,
     assert sorted(seeds) == [0, 1, 2]
     assert seeds[0] == pytest.approx(comparison[mlp][2], abs=0.006)
     values = np.array(list(seeds.values()))
-    n_better = int((values < best_val).sum())
     gain = 100 * (best_val - values.mean()) / best_val
-    win, n_seeds, mean, std, worst, five, order, size, lower, on_seeds = prose(
+    n_seeds, mean, std, worst, five, order, size = prose(
         text,
-        r"(The win is real but small|The win is real|The win is not reliable)\. Over the (\d) "
-        r"seeds the MLP reaches a validation perplexity of NUM ± NUM \(worst seed NUM\) "
-        r"against NUM for the best n-gram model, the interpolated (\d)-gram: about (\d+) % "
-        r"(lower|higher) on average, (and lower on every seed|but lower on only \d of \d "
-        r"seeds)\.",
+        r"The win is real but small\. Over the (\d) seeds the MLP reaches a validation "
+        r"perplexity of NUM ± NUM \(worst seed NUM\) against NUM for the best n-gram model, "
+        r"the interpolated (\d)-gram: about (\d+) % lower on average, and lower on every "
+        r"seed\.",
     )
     assert int(n_seeds) == len(seeds) and int(order) == best_n
     assert float(mean) == pytest.approx(values.mean(), abs=0.006)
     assert float(std) == pytest.approx(values.std(), abs=0.006)
     assert float(worst) == pytest.approx(values.max(), abs=0.006)
     assert float(five) == pytest.approx(best_val, abs=0.006)
-    assert int(size) == round(abs(gain)) and lower == ("lower" if gain > 0 else "higher")
-    if n_better == len(seeds):
-        assert on_seeds == "and lower on every seed"
-        assert win == ("The win is real but small" if gain < 10 else "The win is real")
-    else:
-        assert on_seeds == f"but lower on only {n_better} of {len(seeds)} seeds"
-        assert win == "The win is not reliable"
+    assert int(size) == round(gain)
+    # "real but small, and lower on every seed": the page asserts it, and so do its numbers
+    assert (values < best_val).all() and 0 < gain < 10
+    worst_glued = shown(page, glued, "ch03_mlp_val_worst", ".2f")
+    assert worst_glued < shown(page, glued, "ch03_best_val", ".2f")
+    # the table rounds to 2 decimals: a gain from its numbers is within 0.15 of the glued one
+    assert shown(page, glued, "ch03_gain_percent", ".0f") == pytest.approx(gain, abs=0.15)
 
     # "about as many numbers": the n-gram's non-zero counts against the MLP's parameters
     for n, (model, _, _) in ngram_models.items():
@@ -118,22 +129,14 @@ def test_the_comparison_with_the_best_ngram_is_computed(page, comparison, seeds,
         assert comparison[f"interpolated {n}-gram"][0] == f"{nonzero:,}"
     mlp_size = int(comparison[mlp][0].replace(",", ""))
     ngram_size = int(comparison[best_name][0].replace(",", ""))
-    verdict, params, counts, gap_word, mlp_gap, gap_min, gap_max, ngram_gap = prose(
+    params, counts, mlp_gap, gap_min, gap_max, ngram_gap = prose(
         text,
-        r"The MLP does this with (about as many numbers as|fewer numbers than|more numbers "
-        r"than) the n-gram stores \(([\d,]+) parameters against ([\d,]+) non-zero counts\), "
-        r"and with a (smaller|larger|comparable) gap between training and validation\..*?the "
-        r"gap is NUM for the MLP of the table \(from NUM to NUM over the seeds\) and NUM for "
-        r"the n-gram\. That is consistent with",
+        r"The MLP does this with about as many numbers as the n-gram stores \(([\d,]+) "
+        r"parameters against ([\d,]+) non-zero counts\), and with a smaller gap between "
+        r"training and validation\..*?the gap is NUM for the MLP of the table \(from NUM to "
+        r"NUM over the seeds\) and NUM for the n-gram\. That is consistent with",
     )
-    ratio = mlp_size / ngram_size
-    assert verdict == (
-        "about as many numbers as"
-        if 0.8 <= ratio <= 1.25
-        else "fewer numbers than"
-        if ratio < 1
-        else "more numbers than"
-    )
+    assert 0.8 <= mlp_size / ngram_size <= 1.25, "about as many numbers"
     assert (params, counts) == (comparison[mlp][0], comparison[best_name][0])
     printed_gaps, printed_ngram = prose(
         text,
@@ -150,24 +153,18 @@ def test_the_comparison_with_the_best_ngram_is_computed(page, comparison, seeds,
     assert float(gap_min) == pytest.approx(min(gaps.values()), abs=0.006)
     assert float(gap_max) == pytest.approx(max(gaps.values()), abs=0.006)
     assert float(ngram_gap) == pytest.approx(float(printed_ngram), abs=0.006)
-    ngram_value = float(printed_ngram)
-    assert gap_word == (
-        "smaller"
-        if all(g < ngram_value for g in gaps.values())
-        else "larger"
-        if all(g > ngram_value for g in gaps.values())
-        else "comparable"
-    )
+    # "a smaller gap": on every seed, not only on the table's
+    assert all(g < float(printed_ngram) for g in gaps.values())
+    assert glued["ch03_mlp_gap_max"] < glued["ch03_ngram_gap"]
     assert "It is not a proof of it" in text, "the causal claim stays a hypothesis"
 
     summary = prose(
         text,
         r"Against the best n-gram model its validation perplexity is NUM \(mean over seeds\) "
-        r"against NUM, about (\d+) % (lower|higher) on average \((and lower on every seed|but "
-        r"lower on only \d of \d seeds)\), with (about as many numbers as|fewer numbers than|"
-        r"more numbers than) the n-gram stores and a (smaller|larger|comparable) gap",
+        r"against NUM, about (\d+) % lower on average \(and lower on every seed\), with about "
+        r"as many numbers as the n-gram stores and a smaller gap between train and validation",
     )
-    assert summary == (mean, five, size, lower, on_seeds, verdict, gap_word)
+    assert summary == (mean, five, size)
 
 
 def test_ngram_rows_are_the_models_of_chapter_two(comparison, ngram_models):
@@ -175,30 +172,25 @@ def test_ngram_rows_are_the_models_of_chapter_two(comparison, ngram_models):
         assert comparison[f"interpolated {n}-gram"][2] == pytest.approx(expected, abs=0.006)
 
 
-def test_the_test_names_are_reported_once_and_compared(page, seeds, ngram_models):
+def test_the_test_names_are_reported_once_and_compared(page, glued, seeds, ngram_models):
     _, text = page
     (line,) = prose(text, r"MLP test perplexity by seed: ([^\n]+)")
     tests = {int(s): float(p) for s, p in re.findall(r"(\d+): (\d+\.\d+)", line)}
     assert sorted(tests) == sorted(seeds), "every seed is tested, not only seed 0"
     (ngram_test,) = prose(text, r"interpolated \d-gram test perplexity: NUM")
-    mean, worst, ngram_glued, verdict = prose(
+    mean, worst, ngram_glued = prose(
         text,
         r"On the test names the MLP scores NUM on average over the seeds \(worst seed NUM\) "
-        r"and the \d-gram NUM: the MLP scores (lower on every seed, as on validation|lower on "
-        r"\d of \d seeds \(on validation: \d of \d\))\.",
+        r"and the \d-gram NUM: the MLP scores lower on every seed, as on validation\.",
     )
     values = np.array(list(tests.values()))
     assert float(mean) == pytest.approx(values.mean(), abs=0.006)
     assert float(worst) == pytest.approx(values.max(), abs=0.006)
     assert float(ngram_glued) == pytest.approx(float(ngram_test), abs=0.006)
     (best_val,) = prose(text, r"\(std\), interpolated \d-gram NUM\n")
-    n_test = int((values < float(ngram_test)).sum())
-    n_val = sum(v < float(best_val) for v in seeds.values())
-    assert verdict == (
-        "lower on every seed, as on validation"
-        if n_test == n_val == len(values)
-        else f"lower on {n_test} of {len(values)} seeds (on validation: {n_val} of {len(values)})"
-    )
+    assert (values < float(ngram_test)).all(), "lower on every seed on the test names"
+    assert all(v < float(best_val) for v in seeds.values()), "as on validation"
+    assert glued["ch03_mlp_test_worst"] < glued["ch03_ngram_test"]
 
 
 def test_cross_entropy_equals_the_nll_and_autograd_matches_finite_differences(page):
@@ -242,14 +234,12 @@ def test_minibatch_noise_and_one_step_go_the_way_the_prose_says(page):
     batch_sizes = [int(b) for b in sizes.group(1).split()]
     medians = [float(m) for m in printed.group(1).split()]
     assert len(medians) == len(batch_sizes) >= 5
-    verdict, used, median = prose(
+    used, median = prose(
         text,
-        r"shows the answer: (the larger the batch, the closer its direction to the full "
-        r"gradient|larger batches do not always point closer to the full gradient)\. At the "
-        r"(\d+) pairs used for training, the median similarity is NUM",
+        r"shows the answer: the larger the batch, the closer its direction to the full "
+        r"gradient\. At the (\d+) pairs used for training, the median similarity is NUM",
     )
-    rising = all(a < b for a, b in itertools.pairwise(medians))
-    assert verdict.startswith("the larger the batch" if rising else "larger batches do not")
+    assert all(a < b for a, b in itertools.pairwise(medians)), "the larger, the closer"
     assert int(used) in batch_sizes
     assert float(median) == medians[batch_sizes.index(int(used))]
     assert "batch_size=BATCH_SIZE" in text and f"BATCH_SIZE = {used}" in text
@@ -285,13 +275,8 @@ def test_embedding_claims_match_the_measured_distances(page):
     _, text = page
     assert "'</s>' appears in a training context: False" in text
     (eos_change,) = prose(text, r"largest change of a coordinate of the '</s>' row: ([\d.e+-]+)")
-    eos_verdict, glued_change = prose(
-        text,
-        r"The </s> row (did not move at all|moved) \(a "
-        r"largest change of NUM\)",
-    )
-    assert eos_verdict == ("did not move at all" if float(eos_change) == 0 else "moved")
-    assert float(glued_change) == pytest.approx(float(eos_change), abs=0.05)
+    (glued_change,) = prose(text, r"The </s> row did not move at all \(a largest change of NUM\)")
+    assert float(eos_change) == 0 and float(glued_change) == 0
 
     rows = re.findall(
         r"seed (\d): mean distance: two vowels (\d+\.\d+), vowel-consonant (\d+\.\d+), two "
@@ -303,27 +288,21 @@ def test_embedding_claims_match_the_measured_distances(page):
     vv = np.array([float(r[1]) for r in rows])
     vc = np.array([float(r[2]) for r in rows])
     loners = [r[4] for r in rows]
-
-    def on_seeds(count):
-        return "on every seed" if count == len(rows) else f"on {count} of {len(rows)} seeds"
-
-    word, vv_mean, vc_mean, vv_seeds = prose(
+    vv_mean, vc_mean = prose(
         text,
-        r"two vowels are on average (closer to|farther from) each other \(NUM, averaged over "
-        r"the seeds\) than a vowel is to a consonant \(NUM\), and the same holds (on every "
-        r"seed|on \d of \d seeds) taken alone",
+        r"two vowels are on average closer to each other \(NUM, averaged over the seeds\) "
+        r"than a vowel is to a consonant \(NUM\), and the same holds on every seed taken alone",
     )
     assert float(vv_mean) == pytest.approx(vv.mean(), abs=0.06)
     assert float(vc_mean) == pytest.approx(vc.mean(), abs=0.06)
-    assert word == ("closer to" if vv.mean() < vc.mean() else "farther from")
-    assert vv_seeds == on_seeds(int((vv < vc).sum()))
-    loner, loner_seeds, gap, median = prose(
+    assert (vv < vc).all(), "closer on every seed"
+    loner, gap, median = prose(
         text,
-        r"The most isolated letter is (\w), (on every seed|on \d of \d seeds): on seed 0 its "
-        r"nearest neighbour is NUM away, against a median of NUM",
+        r"The most isolated letter is (\w), on every seed: on seed 0 its nearest neighbour is "
+        r"NUM away, against a median of NUM",
     )
-    assert loner == loners[0] == "q", "the prose explains the isolation by q's role"
-    assert loner_seeds == on_seeds(loners.count(loner))
+    # the prose explains the isolation by q's role
+    assert loner == "q" and loners == ["q"] * len(rows), "q is the most isolated on every seed"
     assert (gap, median) == (rows[0][5], rows[0][6]) and float(gap) > float(median)
 
     # the 2-D picture: consonants inside the vowels' range, per seed and component
@@ -334,26 +313,25 @@ def test_embedding_claims_match_the_measured_distances(page):
     )
     assert [int(c[0]) for c in counts] == [0, 1, 2]
     fewest = [min(int(c[1]), int(c[2])) for c in counts]
-    component, among, n_edge, edge, percent, by_seed, seeds_named = prose(
+    among, n_edge, edge, percent, *by_seed = prose(
         text,
-        r"the vowels sit (?:low|left) on the (first|second) principal component, where (no "
-        r"consonant falls|1 consonant \(\w\) falls|\d+ consonants \([^)]*\) fall) inside "
-        r"their range, and (\d+) more \(([^)]*)\) sit level with its edge, outside it by less "
-        r"than (\d+) % of the component.s spread\. .*?on the component that separates them "
-        r"best, ([\d, and]+?) consonants fall among the vowels on seeds ([\d, and]+?)\.",
+        r"the vowels sit low on the second principal component, where a single consonant, "
+        r"(\w), falls inside their range, and (\d+) more \(([^)]*)\) sit level with its edge, "
+        r"outside it by less than (\d+) % of the component.s spread\. .*?on the component that "
+        r"separates them best, (\d+), (\d+) and (\d+) consonants fall among the vowels on seeds "
+        r"0, 1 and 2\.",
     )
-    seed0 = [int(counts[0][1]), int(counts[0][2])]
-    assert component == ["first", "second"][int(np.argmin(seed0))]
-    assert among.startswith("no" if min(seed0) == 0 else str(min(seed0)))
+    # seed 0: the second component has fewer consonants among the vowels, and just one
+    first, second = int(counts[0][1]), int(counts[0][2])
+    assert second == 1 < first and among not in "aeiouy"
     # Fig. 3.4 shows more consonants at the vowels' height than fall inside their range: those
     # just outside its edge (the page asserts that they are there and glues them)
     at_edge = re.split(r", | and ", edge)
-    inside = re.findall(r"\((.*)\)", among)
     assert len(at_edge) == int(n_edge) >= 2 and int(percent) <= 2
     assert all(len(t) == 1 and t not in "aeiouy" for t in at_edge)  # consonants
-    assert not set(at_edge) & set(re.split(r", | and ", inside[0]) if inside else [])
-    assert [int(v) for v in re.findall(r"\d+", by_seed)] == fewest
-    assert [int(v) for v in re.findall(r"\d+", seeds_named)] == [0, 1, 2]
+    assert among not in at_edge
+    assert [int(v) for v in by_seed] == fewest
+    assert len(set(fewest)) > 1, "such a picture depends on the run"
     assert "every vowel lies below every consonant" not in text
 
 
@@ -449,21 +427,17 @@ def test_gradient_noise_is_also_measured_on_the_trained_model(page):
     )
     (start,) = prose(text, r"At the \d+ pairs used for training, the median similarity is NUM")
     assert untrained == start and f"BATCH_SIZE = {used}" in text
-    norm_word, glued_untrained, glued_trained, noise_word, glued_median, glued_start = prose(
+    glued_untrained, glued_trained, glued_median, glued_start = prose(
         text,
-        r"Training has (shortened|lengthened) the full gradient from NUM to NUM, and a "
-        r"minibatch now points (much less|less|no less) its way: a median similarity of NUM, "
-        r"against NUM at the start\.",
+        r"Training has shortened the full gradient from NUM to NUM, and a minibatch now points "
+        r"much less its way: a median similarity of NUM, against NUM at the start\.",
     )
     assert (glued_untrained, glued_trained) == (untrained_norm, trained_norm)
-    assert norm_word == (
-        "shortened" if float(trained_norm) < float(untrained_norm) else "lengthened"
-    )
     assert (glued_median, glued_start) == (trained, untrained)
-    low, high = float(trained), float(untrained)
-    assert noise_word == ("much less" if low < high / 2 else "less" if low < high else "no less")
-    # "a step is mostly noise around a small average direction" needs both to hold
-    assert norm_word == "shortened" and noise_word == "much less"
+    # "shortened" and "much less" (under half); "a step is mostly noise around a small
+    # average direction" needs both to hold
+    assert float(trained_norm) < float(untrained_norm)
+    assert float(trained) < float(untrained) / 2
 
 
 def test_weight_decay_is_described_as_the_loop_applies_it(page):
@@ -495,17 +469,14 @@ def test_the_isolated_letter_is_not_explained_by_rarity_alone(page, name_parts):
     rarest = min(counts, key=counts.get)
     loners = re.findall(r"most isolated letter '(\w)'", text)  # one per seed
     assert loners and loners[0] == "q"
-    if rarest != "q":
-        assert rarest not in loners, "the rarer letter is the most isolated one on some seed"
-        rare, n_rare, n_q = prose(
-            text,
-            r"Nor is it simply the rarest letter, left apart by too few updates: (\w) is rarer "
-            r"\((\d+) times in the training names, against (\d+) for q\)",
-        )
-        assert (rare, int(n_rare), int(n_q)) == (rarest, counts[rarest], counts["q"])
-    else:
-        (n_q,) = prose(text, r"It is also the rarest letter \((\d+) times in the training names\)")
-        assert int(n_q) == counts["q"]
+    assert rarest != "q", "the prose says that another letter is rarer than q"
+    assert rarest not in loners, "the rarer letter is the most isolated one on some seed"
+    rare, n_rare, n_q = prose(
+        text,
+        r"Nor is it simply the rarest letter, left apart by too few updates: (\w) is rarer "
+        r"\((\d+) times in the training names, against (\d+) for q\)",
+    )
+    assert (rare, int(n_rare), int(n_q)) == (rarest, counts[rarest], counts["q"])
 
 
 def test_the_baseline_orders_tried_are_stated(page, ngram_models):
@@ -522,5 +493,5 @@ def test_the_intro_claims_only_what_the_page_measured(built_book):
     _, intro = read_page(built_book, "intro")
     assert "beats the n-gram model on validation data" in " ".join(intro.split())
     glued = glued_values(built_book, "ch03_neural_lm", in_prose=False)
-    assert glued["ch03_lower_or_higher"] == "lower"
-    assert glued["ch03_seed_verdict"] == "and lower on every seed"
+    # lower on average, and on every seed: even the worst seed beats the n-gram
+    assert glued["ch03_mlp_val_mean"] <= glued["ch03_mlp_val_worst"] < glued["ch03_best_val"]

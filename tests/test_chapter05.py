@@ -276,80 +276,38 @@ def test_clipping_runs_have_the_stated_radii_and_the_prose_states_what_they_show
     spikes = runs["ρ = 2", plain]["largest"]
     assert max(spikes) > 100  # "the gradient norm spikes"
     assert glued["ch05_mid_spikes"] == f"{readable(min(spikes))} to {readable(max(spikes))}"
-    behind = [i for i in range(3) if round(p[i] - c[i], 2) > CLOSE]
-    ahead = [i for i in range(3) if round(c[i] - p[i], 2) > CLOSE]
-    words = {1: "one", 2: "two", 3: "all three"}
-    if not behind:
-        verdict = (
-            f"none of the three unclipped runs ends more than {CLOSE:g} nats behind its "
-            "clipped twin: at this radius the spikes did no lasting harm"
-        )
-    else:
-        one = len(behind) == 1
-        cases = "; ".join(
-            f"seed {i}, largest norm {readable(spikes[i])}: {p[i]:.2f} against {c[i]:.2f}"
-            for i in behind
-        )
-        verdict = (
-            f"{words[len(behind)]} of the three unclipped runs end{'s' if one else ''} more "
-            f"than {CLOSE:g} nats behind {'its clipped twin' if one else 'their clipped twins'}"
-            f" ({cases})"
-        )
-        if len(behind) < 3:
-            top = set(sorted(range(3), key=lambda i: -spikes[i])[: len(behind)]) == set(behind)
-            verdict += (
-                "; "
-                + ("it is" if one else "they are")
-                + ("" if top else " not")
-                + (
-                    " the run with the largest spike"
-                    if one
-                    else " the runs with the largest spikes"
-                )
-            )
-            verdict += (
-                f", and in {words[len(ahead)]} of the others the clipped run ended more than "
-                f"{CLOSE:g} nats behind instead"
-                if ahead
-                else f", and the others end within {CLOSE:g} nats of their twins"
-            )
-    assert glued["ch05_mid_verdict"] == verdict[0].upper() + verdict[1:]
+    # "the run with the largest spike ends ... behind its clipped twin; the other two end
+    # within CLOSE nats of theirs" (the page asserts it; here it is recomputed from the table)
+    worst = spikes.index(max(spikes))
+    assert round(p[worst] - c[worst], 2) > CLOSE
+    assert all(abs(round(p[i] - c[i], 2)) <= CLOSE for i in range(3) if i != worst)
+    assert glued["ch05_mid_worst_plain"] == f"{p[worst]:.2f}"
+    assert glued["ch05_mid_worst_clipped"] == f"{c[worst]:.2f}"
+    assert glued["ch05_mid_worst_gap"] == f"{round(p[worst] - c[worst], 2):.2f}"
+    assert glued["ch05_close"] == f"{CLOSE:g}"
     assert glued["ch05_mid_clipped_span"] == span(c)
     above = max(round(a - b, 2) for a, b in zip(c, default["last"], strict=True))
-    assert glued["ch05_mid_close"].startswith(
-        f"at most {above:.2f} nats above" if above <= CLOSE else f"up to {above:.2f} nats above"
-    )
+    assert glued["ch05_mid_above_default"] == f"{above:.2f}" and above <= CLOSE
     assert 0 < glued["ch05_mid_spike_step"] <= int(glued["ch05_clip_steps"].replace(",", ""))
 
     # rho = 4: clipping does not rescue it, and the clipped runs learn far less
     p4, c4 = runs["ρ = 4", plain]["last"], runs["ρ = 4", clipped]["last"]
-    if all(round(b - a, 2) > CLOSE for a, b in zip(p4, c4, strict=True)):
-        verdict4 = "clipping does not help; it makes things worse"
-    elif all(round(a - b, 2) > CLOSE for a, b in zip(p4, c4, strict=True)):
-        verdict4 = "clipping helps as well"
-    else:
-        verdict4 = "clipping does not help consistently"
-    assert glued["ch05_high_verdict"] == verdict4 != "clipping helps as well"
+    # "clipping does not help; it makes things worse": every clipped run ends clearly behind
+    assert all(round(b - a, 2) > CLOSE for a, b in zip(p4, c4, strict=True))
     assert glued["ch05_high_plain_span"] == span(p4)
     assert glued["ch05_high_clipped_span"] == span(c4)
     assert glued["ch05_default_span"] == span(default["last"])
     assert min(c4) > max(default["last"]) + CLOSE  # "learn far less than ... the default start"
     first4 = runs["ρ = 4", clipped]["first"]
     assert glued["ch05_high_clipped_first"] == span(first4)
-    fell = max(round(f - c, 2) for f, c in zip(first4, c4, strict=True))
-    outcome = (
-        "none of them ends below where it began"
-        if fell <= 0
-        else f"none of them falls by more than {CLOSE:g} nats"
-        if fell <= CLOSE
-        else "they learn, but slowly"
-    )
+    # "none of them ends below where it began, and all end above the uniform guess"
+    assert all(c >= f for f, c in zip(first4, c4, strict=True))
     vocab_size = CharTokenizer.from_text(load_text("shakespeare")).vocab_size
-    if min(c4) > round(np.log(vocab_size), 2):
-        outcome += (
-            f", and all end above the uniform guess, log {vocab_size} = {np.log(vocab_size):.2f}"
-        )
-    assert glued["ch05_high_clipped_outcome"] == outcome
+    assert min(c4) > round(np.log(vocab_size), 2)
+    assert glued["ch05_V"] == vocab_size and glued["ch05_log_v"] == f"{np.log(vocab_size):.2f}"
+    flat = " ".join(text.split())
+    assert "clipping does not help; it makes things worse" in flat
+    assert "none of them ends below where it began, and all end above the uniform guess" in flat
 
     # why: the output layer's share of the first gradient
     shares = {

@@ -8,6 +8,7 @@ import re
 
 import pytest
 from _book_helpers import glued_fixture, html_tables, page_fixture, shown
+from bs4 import BeautifulSoup
 
 page = page_fixture("ch08_self_attention")
 glued = glued_fixture("ch08_self_attention", in_prose=False)
@@ -73,14 +74,9 @@ def test_training_with_and_without_scaling(page, glued):
     per_seed = [u / s for u, s in zip(runs["without"], runs["with"], strict=True)]
     assert shown(page, glued, "ch08_steps_ratio_min", ".1f") == pytest.approx(min(per_seed))
     assert shown(page, glued, "ch08_steps_ratio_max", ".1f") == pytest.approx(max(per_seed))
-    note = glued["ch08_unreached_note"]
-    assert note.strip() in text
     budget = shown(page, glued, "ch08_budget", "")
-    budget_hits = sum(s == budget for s in runs["with"] + runs["without"])
-    assert ("All six runs got there" in note) == (budget_hits == 0)
-    assert max(runs["with"]) < budget
-    if "the unscaled model is slower but still learns" in text:
-        assert max(runs["without"]) < budget  # every unscaled run got there too
+    assert "All six runs got there." in text  # the page asserts it too
+    assert max(runs["with"] + runs["without"]) < budget
     assert shown(page, glued, "ch08_toy_length", "") == 16
     assert shown(page, glued, "ch08_toy_vocab", "") == 16
     assert shown(page, glued, "ch08_toy_width", "") == 64
@@ -106,6 +102,11 @@ def test_masks_and_empty_rows(page, glued):
     assert "F.scaled_dot_product_attention, output: [[[0.0, 0.0]]]" in text
     assert "nn.MultiheadAttention, need_weights=True , output: [[[nan, nan]]]" in text
     assert "nn.MultiheadAttention, need_weights=False, output: [[[0.0, 0.0]]]" in text
+    # a side study: folded away from the chapter's path, in a closer-look box
+    raw, _ = page
+    boxes = BeautifulSoup(raw, "html.parser").select("div.admonition.dropdown")
+    folded = [b.get_text() for b in boxes if "A closer look: filling with" in b.get_text()]
+    assert len(folded) == 1 and "float16, -1e9 converted: -inf" in folded[0]
 
 
 def test_positions(page, glued):
@@ -195,38 +196,34 @@ def test_heads_cost_nothing_extra_and_split_the_work(page, glued):
         low, high = glued[f"ch08_{name}_head_min"], glued[f"ch08_{name}_head_max"]
         assert len(seeds) == 3 and mean == pytest.approx(sum(seeds) / 3, abs=1e-3)
         assert (low, high) == pytest.approx((min(seeds), max(seeds)), abs=1e-3)
-        span = glued[f"ch08_{name}_head_range"]
-        assert span in text and f"{low:.1%}" in span and f"{high:.1%}" in span
+        assert shown(page, glued, f"ch08_{name}_head_min", ".1%") == pytest.approx(low)
+        if name == "one":
+            assert shown(page, glued, "ch08_one_head_max", ".1%") == pytest.approx(high)
     assert glued["ch08_two_head_min"] > 0.95
     assert glued["ch08_one_head_max"] < glued["ch08_two_head_min"] - 0.2  # heads buy accuracy
     width = shown(page, glued, "ch08_head_width", "")
     assert width == 32
     flat = " ".join(text.split())  # the prose gives the values the code printed
     assert f"Train the toy model (\\(d\\) = {width}) to output both" in flat
-    assert (
-        f"One head gets {glued['ch08_one_head_mean']:.1%} of the outputs right on average "
-        f"({glued['ch08_one_head_range']}), two heads {glued['ch08_two_head_mean']:.1%} "
-        f"({glued['ch08_two_head_range']})."
-    ) in flat
+    one, two = (glued[f"ch08_{name}_head_mean"] for name in ("one", "two"))
+    assert f"One head gets {one:.1%} of the outputs right on average" in flat
+    worst = glued["ch08_two_head_min"]
+    assert f"two heads {two:.1%} (the worst seed {worst:.1%})" in flat
 
 
 def test_cost(page, glued):
     assert shown(page, glued, "ch08_slope_bytes", ".2f") == pytest.approx(2, abs=0.01)
     slope_time = shown(page, glued, "ch08_slope_time", ".2f")
     slope_rnn = shown(page, glued, "ch08_slope_rnn", ".2f")
-    assert slope_time > 1.8  # "at least quadratic" (timing noise allowed for)
+    assert slope_time > 1.6  # "roughly the n^2 of the entries, or steeper" (the page asserts it)
     assert slope_rnn < slope_time  # "the RNN's time grows more slowly"
     first = shown(page, glued, "ch08_rnn_over_attention_first", ".1f")
     last = shown(page, glued, "ch08_rnn_over_attention_last", ".1f")
     assert first > 1 and last < first  # slower at n = 128; the gap closes
     _, text = page
     flat = " ".join(text.split())
-    verdict = glued["ch08_cost_verdict"]
-    assert f"On one CPU thread the quadratic work {verdict};" in flat
-    assert verdict.startswith("ends up taking longer") == (last < 1)
-    note = glued["ch08_slope_note"]
-    assert f"at least quadratic{note}. The RNN" in flat
-    assert ("steeper than 2" in note) == (slope_time > 2.25)
+    assert "roughly the \\(n^2\\) of the entries, or steeper" in flat
+    assert "the quadratic work gains on the chain as \\(n\\) grows" in flat
     # "most of a step is the fixed cost": its arithmetic is under half the fastest step
     step_min = shown(page, glued, "ch08_rnn_step_min", ".1f")
     step_max = shown(page, glued, "ch08_rnn_step_max", ".1f")
@@ -256,3 +253,14 @@ def test_page_has_its_figures_diagram_and_math(page, built_book):
     for n in range(1, 8):
         assert f"Fig. 8.{n}" in text, f"Fig. 8.{n} is not referred to"
     assert raw.count('class="math') >= 8
+
+
+def test_the_running_average_is_a_lower_triangular_product_and_a_masked_softmax(page):
+    _, text = page
+    number = r"(\d\.\de[+-]\d+)"  # as printed, not the f-string in the code
+    found = re.search(rf"A @ X against the loop: largest difference {number}", text)
+    assert found and float(found[1]) < 1e-6
+    found = re.search(rf"softmax of the masked scores against A: largest difference {number}", text)
+    assert found and float(found[1]) < 1e-6
+    # the printed corner of A: row t holds 1/t on its first t entries
+    assert re.search(r"\[\[1\.0000, 0\.0000, 0\.0000, 0\.0000\],\s+\[0\.5000, 0\.5000,", text)

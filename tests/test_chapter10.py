@@ -74,7 +74,9 @@ def test_merges_by_hand_and_pre_tokenization(page, glued):
 
 
 def test_fast_training_learns_the_same_merges_faster(page, glued):
-    assert shown(page, glued, "ch10_same_merges") == "True"
+    _, text = page
+    assert "same merges: True" in text  # what the code printed
+    assert "The two versions learn the same merges" in " ".join(text.split())
     assert shown(page, glued, "ch10_speedup", ".0f") > 1  # "the fast version is N times faster"
 
 
@@ -147,9 +149,9 @@ def test_char_and_bpe_models_get_the_same_flops_and_the_verdict_matches_the_seed
         mean = shown(page, glued, f"ch10_bpc_{key}_mean", ".3f")
         assert mean == pytest.approx(sum(seeds[name]) / 3, abs=1e-3)
         shown(page, glued, f"ch10_bpc_{key}_std", ".3f")
-    verdict = shown(page, glued, "ch10_bpc_verdict")
-    below = max(seeds["BPE 512"]) < min(seeds["characters"])
-    assert verdict.startswith("every BPE seed ends below") == below
+    # "every BPE seed ends below every character seed" (the page asserts it too)
+    assert max(seeds["BPE 512"]) < min(seeds["characters"])
+    assert "every BPE seed ends below every character seed" in " ".join(text.split())
 
 
 def test_artefacts(page, glued, texts, page_bpe):
@@ -161,7 +163,6 @@ def test_artefacts(page, glued, texts, page_bpe):
     frequent_tokens = len(page_bpe.encode(" Coriolanus"))
     rare_tokens = shown(page, glued, "ch10_rare_name_tokens")
     assert glued["ch10_frequent_name_tokens"] == frequent_tokens == 1
-    assert shown(page, glued, "ch10_frequent_name_phrase") == "1 token"
     assert rare_tokens == len(page_bpe.encode(" Volumnia")) > 1
     assert frequent > rare == 1  # "one token or many by frequency"; "there 1 time"
     assert shown(page, glued, "ch10_digits") == sum(c.isdigit() for c in tokenizer_text)
@@ -171,12 +172,15 @@ def test_artefacts(page, glued, texts, page_bpe):
         "\u2019", "'"
     )
     assert shown(page, glued, "ch10_year_tokens") == len(page_bpe.encode("1599")) == 4
-    assert shown(page, glued, "ch10_year_split") == "one per digit"
     # "so no merge joins two of them"
     pieces = page_bpe.token_strings()
     digit_merge = any(pieces[a].isdigit() and pieces[b].isdigit() for a, b in page_bpe.merges)
     assert not digit_merge
-    assert shown(page, glued, "ch10_digit_merges") == "so no merge joins two of them"
+    flat = " ".join(text.split())
+    assert (
+        "so no merge joins two of them, and \u201c1599\u201d takes 4 tokens, one per digit" in flat
+    )
+    assert f"{frequent} times) is 1 token," in flat
 
 
 def test_the_sizes_the_prose_names(page, glued, texts, page_bpe):
