@@ -350,6 +350,26 @@ def test_search_works_offline(server, visit):
     visit.assert_clean()
 
 
+def test_search_excerpts_quote_the_prose_with_math_as_symbols(server, visit):
+    """A result quotes the page's prose (book/_static/search_excerpts.js): not the source of a
+    code cell, not the fold buttons, and math as symbols, not TeX."""
+    visit.open(server / "search.html?q=softmax")
+    excerpts = visit.page.locator("#search-results p.context")
+    excerpts.first.wait_for(timeout=15_000)
+    visit.page.wait_for_function(
+        "document.querySelectorAll('#search-results li').length"
+        " === document.querySelectorAll('#search-results p.context').length",
+        timeout=30_000,
+    )
+    texts = excerpts.all_inner_texts()
+    assert len(texts) >= 5, texts
+    joined = " ".join(texts)
+    assert "\\(" not in joined and "\\sqrt" not in joined, joined[:2000]
+    assert "Show code cell source" not in joined and "import " not in joined, joined[:2000]
+    assert "√" in joined or "×" in joined, joined[:2000]  # some excerpt quotes math
+    visit.assert_clean()
+
+
 @pytest.mark.parametrize("ci", ["", "true"])
 def test_without_chromium_its_tests_skip_with_the_reason_but_fail_in_ci(monkeypatch, ci):
     """conftest.py's ``chromium`` fixture: with no Chromium at $CHROMIUM a browser test is
