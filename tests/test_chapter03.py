@@ -495,3 +495,117 @@ def test_the_intro_claims_only_what_the_page_measured(built_book):
     glued = glued_values(built_book, "ch03_neural_lm", in_prose=False)
     # lower on average, and on every seed: even the worst seed beats the n-gram
     assert glued["ch03_mlp_val_mean"] <= glued["ch03_mlp_val_worst"] < glued["ch03_best_val"]
+
+
+def test_the_mlp_wins_most_on_contexts_never_seen_in_training(
+    page, glued, name_parts, ngram_models
+):
+    """The split of the validation positions by whether the best n-gram's context occurs in
+    training: the counts and the n-gram's averages are recomputed here, the MLP's are read
+    from the page's table and checked for what the prose says they show."""
+    from mini_llm.ngram import ngram_windows
+    from mini_llm.smoothing import lookup_counts, pad_sequences
+
+    _, text = page
+    names, parts = name_parts
+    vocab = Vocabulary.from_sequences(names)
+    val = [vocab.encode_with_boundaries(name) for name in parts[1]]
+    best_n = min(ngram_models, key=lambda n: ngram_models[n][2])
+    model, weights, best_val = ngram_models[best_n]
+    windows = ngram_windows(pad_sequences(val, best_n, vocab.stoi[BOS]), best_n)
+    contexts, counts = model.tables[best_n - 1]
+    seen = lookup_counts(contexts, counts, windows[:, :-1]).sum(axis=1) > 0
+    nll = -np.log(model.interpolated_probabilities_of_next(val, weights))
+
+    lines = re.MULTILINE
+    header = re.search(r"^context +positions +(\d)-gram((?: +MLP seed \d)+)$", text, lines)
+    assert header and int(header.group(1)) == best_n, "the table's n-gram is the best one"
+    table_seeds = [int(s) for s in re.findall(r"seed (\d)", header.group(2))]
+    assert table_seeds == [0, 1, 2], "every seed the page trains"
+    groups = {"seen in training": seen, "never seen": ~seen}
+    mlp, advantage = {}, {}
+    for label, group in groups.items():
+        row = re.search(rf"^{label} +(\d+) +(\d+\.\d+)((?: +\d+\.\d+)+)$", text, lines)
+        assert row, f"no row '{label}' in the table of NLLs"
+        assert int(row.group(1)) == group.sum()
+        assert float(row.group(2)) == pytest.approx(nll[group].mean(), abs=6e-4)
+        mlp[label] = np.array([float(v) for v in row.group(3).split()])
+        assert len(mlp[label]) == len(table_seeds)
+        printed = re.search(rf"^{label}((?: +\d+\.\d+){{3}})$", text, lines)
+        assert printed, f"no row '{label}' of the MLP's advantage"
+        advantage[label] = np.array([float(v) for v in printed.group(1).split()])
+        # the advantage is the n-gram's NLL minus the MLP's, seed by seed
+        expected = float(row.group(2)) - mlp[label]
+        assert advantage[label] == pytest.approx(expected, abs=1.1e-3)
+
+    # the groups add up to the whole validation set, and the MLP's win over it is the one
+    # of the comparison: log(n-gram perplexity / MLP perplexity) for each seed
+    (line,) = prose(text, r"MLP validation perplexity by seed: ([^\n]+)")
+    val_ppl = np.array([float(p) for _, p in re.findall(r"(\d+): (\d+\.\d+)", line)])
+    unseen = (~seen).mean()
+    win = (1 - unseen) * advantage["seen in training"] + unseen * advantage["never seen"]
+    assert win == pytest.approx(np.log(best_val / val_ppl), abs=2e-3)
+    share = unseen * advantage["never seen"] / win
+    printed = re.search(r"^share of the win, never seen((?: +\d+ %){3})$", text, lines)
+    assert printed, "the share of the win is no longer printed"
+    percents = [int(p) for p in re.findall(r"\d+", printed.group(1))]
+    # from advantages rounded to 3 decimals, the share is known to about 2 points
+    assert percents == pytest.approx(100 * share, abs=3)
+
+    flowing = " ".join(text.split())
+    ctx, order = prose(text, r"the last (\d) tokens that the (\d)-gram conditions on")
+    assert int(order) == best_n and int(ctx) == best_n - 1
+    (
+        n_unseen,
+        n_total,
+        percent,
+        order,
+        ngram_unseen,
+        ngram_seen,
+        mlp_unseen,
+        mlp_seen,
+        seen_min,
+        seen_max,
+        unseen_min,
+        unseen_max,
+    ) = prose(
+        text,
+        r"NUM of the NUM validation positions \(NUM %\) have a context that never occurs in "
+        r"training\. On them the (\d)-gram.s average negative log-likelihood is NUM nats, "
+        r"against NUM on the positions whose context it has counted; the MLP scores about "
+        r"the same on both groups \(NUM and NUM, averaged over the seeds\)\. Its advantage "
+        r"over the n-gram is NUM to NUM nats per position on seen contexts, depending on the "
+        r"seed, and NUM to NUM on contexts never seen: every seed gains more on the new "
+        r"contexts than any seed gains on the seen ones\. So this small share of the "
+        r"positions brings more than half of the MLP.s win, on every seed\.",
+    )
+    assert (int(n_unseen), int(n_total)) == ((~seen).sum(), len(seen))
+    assert int(order) == best_n and int(percent) == round(100 * unseen)
+    assert float(ngram_unseen) == pytest.approx(nll[~seen].mean(), abs=0.006)
+    assert float(ngram_seen) == pytest.approx(nll[seen].mean(), abs=0.006)
+    assert float(mlp_unseen) == pytest.approx(mlp["never seen"].mean(), abs=0.006)
+    assert float(mlp_seen) == pytest.approx(mlp["seen in training"].mean(), abs=0.006)
+    for value, key, spec in [
+        (seen_min, "ch03_advantage_seen_min", ".3f"),
+        (seen_max, "ch03_advantage_seen_max", ".3f"),
+        (unseen_min, "ch03_advantage_unseen_min", ".3f"),
+        (unseen_max, "ch03_advantage_unseen_max", ".3f"),
+    ]:
+        assert value == format(shown(page, glued, key, spec), spec)
+    assert float(seen_min) == pytest.approx(advantage["seen in training"].min(), abs=1.1e-3)
+    assert float(seen_max) == pytest.approx(advantage["seen in training"].max(), abs=1.1e-3)
+    assert float(unseen_min) == pytest.approx(advantage["never seen"].min(), abs=1.1e-3)
+    assert float(unseen_max) == pytest.approx(advantage["never seen"].max(), abs=1.1e-3)
+
+    # what the prose claims, from the numbers: the n-gram is worse on new contexts, the MLP
+    # about the same on both; every seed gains more on new contexts than any seed on seen
+    # ones; and those few positions bring more than half of each seed's win
+    assert nll[~seen].mean() > nll[seen].mean()
+    assert abs(mlp["never seen"].mean() - mlp["seen in training"].mean()) < 0.05
+    assert advantage["never seen"].min() > advantage["seen in training"].max()
+    assert unseen < 0.25, "a small share of the positions"
+    assert (share > 0.5).all() and min(percents) > 50
+    assert (
+        "More than half of that win, on every seed, comes from the few validation positions "
+        "whose context never occurs in training" in flowing
+    )

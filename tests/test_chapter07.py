@@ -3,11 +3,12 @@ accuracy over three seeds and the alignments, checked for what the prose says ab
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import numpy as np
 import torch
-from _book_helpers import glued_fixture, html_tables, page_fixture
+from _book_helpers import glued_fixture, html_tables, page_fixture, prose
 
 from mini_llm.seq2seq import (
     BOS,
@@ -242,3 +243,83 @@ def test_the_zero_that_pads_nineteen_is_read_from_the_word_the_weights_show(page
         f"digit that comes from no word of its own, from {word}, the word that stands for it."
     ) in " ".join(text.split())
     assert "nineteen after thousand needs a zero" not in " ".join(text.split())
+
+
+def digit_table(raw: str) -> tuple[list[str], dict[str, list[tuple[str, float, float, float]]]]:
+    """The table by number of digits: the groups and, per model, per group, the mean as the page
+    writes it and (mean, lowest, highest) as shares."""
+    cell = re.compile(r"(([\d.]+)%) \(([\d.]+)–([\d.]+)\)")
+    for rows in html_tables(raw):
+        if rows and rows[0][0] == "number of digits":
+            scores = {}
+            for column, model in enumerate(rows[0][1:], start=1):
+                found = [cell.fullmatch(row[column]).groups() for row in rows[1:]]
+                scores[model] = [(t, *(float(v) / 100 for v in vs)) for t, *vs in found]
+            return [row[0] for row in rows[1:]], scores
+    raise AssertionError("no table by number of digits")
+
+
+def test_the_plain_models_mistakes_are_shown_and_measured_by_digits(page, glued):
+    """The first six test numbers the seed-0 model without attention gets wrong, in the test
+    set's order; its accuracy by number of digits; and what its wrong answers have in common."""
+    raw, text = page
+    flat = " ".join(text.split())
+    test_pairs = number_pairs(2000, np.random.default_rng(99), "test", distinct=True)
+    position = {"".join(digits): i for i, (_, digits) in enumerate(test_pairs)}
+    examples = re.findall(
+        r"^([a-z ]+)\n\s+correct: (\d+), without attention: (\S*), with attention: (\S*)$",
+        text,
+        re.MULTILINE,
+    )
+    assert len(examples) == 6
+    for words, right, plain, attention in examples:
+        assert words == " ".join(number_to_words(int(right))) and right in position
+        assert plain != right and attention == right  # "writes all six correctly"
+    order = [position[right] for _, right, _, _ in examples]
+    assert order == sorted(order)  # in the order of the test set
+    assert "The model with attention writes all six correctly." in flat
+    # "the right digits in a wrong order, and a 0 left out"
+    assert any(sorted(plain) == sorted(right) for _, right, plain, _ in examples)
+    assert any(plain.count("0") < right.count("0") for _, right, plain, _ in examples)
+
+    groups, scores = digit_table(raw)
+    lengths = [len(digits) for _, digits in test_pairs]
+    spans = ((1, 3), (4, 4), (5, 5), (6, 6))
+    counts = [sum(low <= n <= high for n in lengths) for low, high in spans]
+    assert groups == [
+        f"{low}–{high} ({count:,})" if low < high else f"{low} ({count:,})"
+        for (low, high), count in zip(spans, counts)
+    ]
+    plain, attention = scores["without attention"], scores["with attention"]
+    means = [mean for _, mean, _, _ in plain]
+    assert all(a > b for a, b in itertools.pairwise(means))  # falls with every digit past three
+    assert all(mean > 0.99 for _, mean, _, _ in attention)  # "hardly matters"
+    for _, mean, low, high in plain + attention:
+        assert low <= mean <= high
+    overall = accuracy_table(raw)[1]
+    for model, rows in scores.items():  # the groups make up the whole test set
+        weighted = sum(mean * n for (_, mean, _, _), n in zip(rows, counts)) / sum(counts)
+        assert abs(weighted - overall[model][0][0]) < 0.001, model
+    lowest = min(attention, key=lambda row: row[1])[0]
+    assert (
+        f"from {plain[0][0]} on the numbers of one to three digits to {plain[-1][0]} on those "
+        f"of six, while the number of digits hardly matters to the model with attention: it "
+        f"scores at least {lowest} on every group"
+    ) in flat
+
+    errors, reordered, first_right = prose(
+        flat,
+        r"Of the ([\d,]+) wrong answers of the three seeds without attention, NUM% contain "
+        "exactly the right digits in another order, and NUM% begin with the right digit",
+    )
+    assert errors == glued["ch07_plain_errors"]
+    wrong = len(SEEDS) * len(test_pairs) * (1 - overall["without attention"][0][0])
+    assert abs(int(errors.replace(",", "")) - wrong) <= 3  # the first table, rounded
+    assert float(reordered) > 50 and float(first_right) > 90
+    in_test, in_errors = prose(
+        flat, "Numbers with a 0 in them are NUM% of the test set but NUM% of these wrong answers"
+    )
+    with_zero = np.mean(["0" in "".join(digits) for _, digits in test_pairs])
+    assert in_test == f"{with_zero:.1%}"[:-1]
+    assert float(in_errors) > 1.5 * float(in_test)  # "far more than their share"
+    assert "most of its wrong answers have the right digits in a wrong order" in flat
