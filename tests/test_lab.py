@@ -128,6 +128,19 @@ class Tab:
         self.page.wait_for_selector("mjx-container", state="attached")
         return self.page.locator("mjx-container").count()
 
+    def open_assignment_list(self, token: str) -> None:
+        """JupyterLab with nbgrader's Assignment List panel open."""
+        self.page.goto(f"{self.base}/lab?token={token}")
+        command = "'nbgrader:open-assignment-list'"  # nbgrader's JupyterLab extension's
+        self.page.wait_for_function(f"window.jupyterapp?.commands.hasCommand({command})")
+        # Opened before JupyterLab has restored its layout, the panel can be added and then
+        # hidden behind the restored tabs (CI saw its heading "resolved to hidden" for two
+        # minutes).
+        self.page.evaluate(
+            f"async () => {{ await window.jupyterapp.restored;"
+            f" await window.jupyterapp.commands.execute({command}); }}"
+        )
+
     def shot(self, name: str) -> None:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(SCREENSHOTS / f"lab-{name}.png"))
@@ -158,16 +171,8 @@ def test_a_notebook_opens_with_typeset_math(lab, tab):
 
 
 def test_the_assignment_list_shows_no_error(lab, tab):
-    base, token = lab
-    tab.page.goto(f"{base}/lab?token={token}")
-    command = "'nbgrader:open-assignment-list'"  # nbgrader's JupyterLab extension's
-    tab.page.wait_for_function(f"window.jupyterapp?.commands.hasCommand({command})")
-    # Opened before JupyterLab has restored its layout, the panel can be added and then hidden
-    # behind the restored tabs (CI saw its heading "resolved to hidden" for two minutes).
-    tab.page.evaluate(
-        f"async () => {{ await window.jupyterapp.restored;"
-        f" await window.jupyterapp.commands.execute({command}); }}"
-    )
+    _, token = lab
+    tab.open_assignment_list(token)
     tab.page.wait_for_selector("text=Released assignments")
     tab.page.wait_for_timeout(2000)  # the course list is fetched after the panel appears
     text = tab.page.inner_text("body")
