@@ -346,5 +346,50 @@ def test_clipping_equals_pytorch(page):
 def test_page_has_its_figures_and_math(page):
     """Goals, summary, exercise link and non-empty figures are checked for every chapter in
     test_book.py; here, that this chapter's own figures and equations are there."""
-    names = ("unrolled", "training", "memory", "gradients", "clipping")
-    check_figures(page[0], *(f"fig-ch05-{name}" for name in names), at_least=4, math=8)
+    names = ("unrolled", "training", "memory", "unit", "gradients", "clipping")
+    check_figures(page[0], *(f"fig-ch05-{name}" for name in names), at_least=5, math=8)
+
+
+UNIT_FEATURES = (
+    "the character is a letter",
+    "position in the line",
+    "the next character is a newline",
+)
+
+
+def test_one_hidden_unit_tracks_letters_and_none_tracks_the_line(page, glued):
+    """The unit is chosen on one stretch of validation text and measured on another; the prose
+    says what the table shows there: one unit follows "the character is a letter" far more
+    closely than the median unit, and no unit follows the position in the line or its end."""
+    raw, text = page
+    # the choice is made on the first stretch only; the fresh one is the other end of the text
+    assert 'units[feature] = int(np.argmax(np.abs(r[feature, "choice"])))' in text
+    assert "choice_ids, fresh_ids = val_ids[:STRETCH], val_ids[-STRETCH:]" in text
+    stretch = int(glued["ch05_unit_stretch"].replace(",", ""))
+    ids = load_text("shakespeare")
+    assert 2 * stretch < len(ids) - int(0.9 * len(ids))  # the two stretches do not overlap
+    rows = {row[0]: row[1:] for row in table(raw, "feature")}
+    assert tuple(rows) == UNIT_FEATURES
+    unit, choice, fresh, median = rows["the character is a letter"]
+    choice, fresh, median = abs(float(choice)), abs(float(fresh)), float(median)
+    assert glued["ch05_unit_letter"] == int(unit)
+    assert glued["ch05_unit_letter_choice"] == f"{choice:.2f}"
+    assert glued["ch05_unit_letter_fresh"] == f"{fresh:.2f}"
+    assert glued["ch05_unit_letter_median"] == f"{median:.2f}"
+    assert fresh > 0.7 and fresh > 2.5 * median  # "tracks the first feature"
+    assert float(glued["ch05_unit_letter_ratio"]) == pytest.approx(fresh / median, abs=0.15)
+    # "one sign inside words, the other between them"
+    assert float(glued["ch05_unit_on_letters"]) * float(glued["ch05_unit_between"]) < 0
+    # "the other two features find no such unit": the chosen units stay below the ceiling
+    ceiling = float(glued["ch05_unit_ceiling"])
+    assert ceiling <= 0.5
+    for feature in UNIT_FEATURES[1:]:
+        assert all(abs(float(value)) < ceiling for value in rows[feature][1:3])
+    position_unit, _, position_fresh, _ = rows["position in the line"]
+    assert glued["ch05_unit_position"] == int(position_unit)
+    assert glued["ch05_unit_position_fresh"] == f"{abs(float(position_fresh)):.2f}"
+    newline_fresh = rows["the next character is a newline"][2]
+    assert glued["ch05_unit_newline_fresh"] == f"{abs(float(newline_fresh)):.2f}"
+    flat = " ".join(text.split())
+    assert f"Unit {glued['ch05_unit_letter']} tracks the first feature" in flat
+    assert "The other two features find no such unit." in flat

@@ -198,10 +198,117 @@ def test_gradient_reach_is_far_stronger_through_gates(page):
     )
 
 
+TRACE_ROWS = (
+    "forget gate, mean over t >= 1",
+    "input gate at t = 0",
+    "input gate, mean over t >= 1",
+    "cell state at the end",
+)
+
+
+def gate_traces(text: str) -> dict[int, tuple[int, dict[str, list[float]]]]:
+    """The printed gate trace: per seed, (the chosen unit, each row's four class means)."""
+    blocks = re.findall(
+        r"seed (\d), unit (\d+), mean over the test sequences of each class\n(.*?)"
+        r"(?=\nseed \d, unit|\nthe whole layer)",
+        text,
+        flags=re.DOTALL,
+    )
+    traces = {}
+    for seed, unit, body in blocks:
+        rows = {}
+        for name in TRACE_ROWS:
+            found = re.search(rf"{re.escape(name)}((?:[ \t]+-?\d+\.\d+){{4}})", body)
+            assert found, f"seed {seed}: no row {name!r}"
+            rows[name] = [float(v) for v in found[1].split()]
+        traces[int(seed)] = (int(unit), rows)
+    return traces
+
+
+def layer_trace(text: str) -> dict[str, list[float]]:
+    """The printed whole-layer lines, by their start: one value per seed."""
+    rows = {}
+    for key, line, number in (
+        ("kept", r"first cell state kept, share of \|c_T\|", r"[\d.]+%"),
+        ("raised", r"mean forget gate over t >= 1", r"[\d.]+"),
+        ("not raised", r"the same, bias not raised", r"[\d.]+"),
+    ):
+        found = re.search(rf"\n\s*{line}((?:[ \t]+{number}){{3}})", text)
+        assert found, f"no line {line!r}"
+        values = found[1].split()
+        rows[key] = [float(v[:-1]) / 100 if v.endswith("%") else float(v) for v in values]
+    return rows
+
+
+def test_the_gates_keep_the_class_in_how_they_are_set(page, glued):
+    """The traced gates of the trained LSTMs: on each seed's chosen unit one class holds its
+    forget gate near 1 and its cell state grows, another lets the gate fall; little of the
+    first step's cell state survives on its own; the layer's forget gate stays near where
+    the raised bias started it, and below one half without it."""
+    _, text = page
+    traces = gate_traces(text)
+    assert set(traces) == set(SEEDS)
+    chosen = {}
+    for seed, (_, rows) in traces.items():
+        forget, cell = rows["forget gate, mean over t >= 1"], rows["cell state at the end"]
+        held = max(range(4), key=lambda k: abs(cell[k]))
+        dropped = min(range(4), key=lambda k: forget[k])
+        chosen[seed] = held, dropped
+        assert forget[held] > 0.98 and abs(cell[held]) > 10, seed
+        assert forget[dropped] < 0.8 and abs(cell[dropped]) < 1, seed
+        later, first = rows["input gate, mean over t >= 1"], rows["input gate at t = 0"]
+        assert later[held] > first[held], seed  # "open wider over the distractors"
+    unit, rows = traces[0]
+    held, dropped = chosen[0]
+    assert glued["ch06_trace_unit"] == str(unit)
+    assert [glued["ch06_trace_held"], glued["ch06_trace_dropped"]] == [str(held), str(dropped)]
+    for name, row, k in (
+        ("f_held", "forget gate, mean over t >= 1", held),
+        ("f_dropped", "forget gate, mean over t >= 1", dropped),
+        ("i0", "input gate at t = 0", held),
+        ("ilater", "input gate, mean over t >= 1", held),
+    ):
+        assert glued[f"ch06_trace_{name}"] == f"{rows[row][k]:.3f}", name
+    for name, k in (("c_held", held), ("c_dropped", dropped)):
+        assert (
+            abs(float(glued[f"ch06_trace_{name}"]) - abs(rows["cell state at the end"][k])) <= 0.051
+        )
+    prose = flat(text)
+    assert (
+        f"For class {held}, whose cell state ends largest, its forget gate averages "
+        f"{glued['ch06_trace_f_held']} over the distractors"
+    ) in prose
+    assert (
+        f"wider ({glued['ch06_trace_ilater']} on average) than at the class token itself "
+        f"({glued['ch06_trace_i0']}), so its cell state grows to {glued['ch06_trace_c_held']}"
+    ) in prose
+    assert f"For class {dropped} its forget gate averages only {glued['ch06_trace_f_dropped']}" in (
+        prose
+    )
+    layer = layer_trace(text)
+    kept = layer["kept"]
+    assert max(kept) < 0.01  # "little ... survives on its own"
+    assert glued["ch06_trace_direct_max"] == f"{max(kept):.2%}"
+    assert f"at most {glued['ch06_trace_direct_max']} of the size of the final cell state" in (
+        prose
+    )
+    raised, not_raised = layer["raised"], layer["not raised"]
+    start = 1 / (1 + math.exp(-float(glued["ch06_remember_bias"])))
+    assert all(abs(v - start) < 0.05 for v in raised)  # "close to the 0.88 ... at the start"
+    assert max(not_raised) < 0.5  # "below one half"
+    for name, values in (("raised", raised), ("not_raised", not_raised)):
+        low, high = glued[f"ch06_trace_forget_{name}_min"], glued[f"ch06_trace_forget_{name}_max"]
+        assert [low, high] == [f"{min(values):.3f}", f"{max(values):.3f}"], name
+        assert f"between {low} and {high}" in prose, name
+
+
 def test_page_has_its_figures_diagrams_and_math(page):
     """Goals, summary, exercise link and non-empty figures are checked for every chapter in
     test_book.py; here, that this chapter's own figures, diagrams and equations are there."""
     raw, _ = page
-    assert len(re.findall(r'<img[^>]+src="[^"]+\.png"', raw)) >= 2, "curves and gradient reach"
+    images = re.findall(r'<img[^>]+src="[^"]+\.png"', raw)
+    assert len(images) >= 3, "curves, gradient reach and the traced gates"
+    for name in ("curves", "reach", "gates"):
+        assert f'id="fig-ch06-{name}"' in raw, name
     assert len(re.findall(r"<(?:object|img)[^>]+graphviz", raw)) >= 2, "LSTM and GRU diagrams"
     assert raw.count('class="math') >= 6
