@@ -30,7 +30,8 @@ c.CourseDirectory.db_url = f"sqlite:///{COURSE / 'gradebook.db'}"
 # release folder git does not hold: nbgrader deletes the folder before writing it again.
 release.install()
 # Formgrader's Autograde button grades through `mini-llm grade --student` (the sandbox, the
-# trusted replay, manual grades kept), not nbgrader's plain kernel.
+# trusted replay, manual grades kept), not nbgrader's plain kernel; `nbgrader autograde` on the
+# command line stops and names `mini-llm grade` (MINI_LLM_PLAIN_AUTOGRADE=1: trusted notebooks).
 formgrader.install()
 
 # One course on this machine: the learner's Assignment List and the instructor's tools use an
