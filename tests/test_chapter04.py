@@ -340,6 +340,29 @@ def test_analogies_beat_the_random_control_and_the_page_reports_them_honestly(pa
     assert verdicts["he : his :: she : ?"] == verdicts["i : my :: he : ?"] == "yes"
 
 
+def test_the_counting_baseline_is_about_as_good_as_training(page, glued):
+    """The PPMI + SVD vectors of the same pairs, from three seeds, printed and glued alike:
+    each seed far above the random control, their mean close to the trained vectors'."""
+    _, text = page
+    printed = [
+        tuple(map(int, found))
+        for found in re.findall(
+            r"PPMI \+ SVD, seed \d: (\d+) of 16 at the first guess, (\d+) in the top 5", text
+        )
+    ]
+    assert len(printed) == 3
+    firsts, top5s = zip(*printed)
+    assert glued["ch04_ppmi_firsts"] == f"{min(firsts)}–{max(firsts)}"
+    assert glued["ch04_ppmi_top5s"] == f"{min(top5s)}–{max(top5s)}"
+    assert min(firsts) >= glued["ch04_random_hits"] + 3
+    assert abs(np.mean(firsts) - glued["ch04_hits"]) <= 2
+    assert abs(np.mean(top5s) - glued["ch04_hits_at_5"]) <= 3
+    positive = re.search(r"([\d,]+) of the ([\d,]+) \(center, context\) cells are positive", text)
+    cells, total = (int(x.replace(",", "")) for x in positive.groups())
+    assert total == int(glued["ch04_V"].replace(",", "")) ** 2
+    assert glued["ch04_ppmi_positive"] == f"{cells / total:.1%}"
+
+
 def test_page_has_its_figures_and_math(page):
     """Goals, summary, exercise link and non-empty figures are checked for every chapter in
     test_book.py; here, that this chapter's own figures and equations are there."""
