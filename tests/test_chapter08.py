@@ -264,3 +264,31 @@ def test_the_running_average_is_a_lower_triangular_product_and_a_masked_softmax(
     assert found and float(found[1]) < 1e-6
     # the printed corner of A: row t holds 1/t on its first t entries
     assert re.search(r"\[\[1\.0000, 0\.0000, 0\.0000, 0\.0000\],\s+\[0\.5000, 0\.5000,", text)
+
+
+def test_one_trained_head_looks_one_character_back(page, glued):
+    """The recorded GPT's head, recomputed here from the checkpoint: the shares the prose
+    states are the ones these weights give."""
+    import torch
+
+    from mini_llm.engine.recorded import checkpoint_path, read_recording
+    from mini_llm.experiments.ch11_gpt_cpu import trained_model
+    from mini_llm.experiments.shakespeare import shakespeare_splits
+    from mini_llm.self_attention import causal_mask, scaled_dot_product_attention
+
+    recording = read_recording("ch11-gpt-cpu")
+    gpt = trained_model(recording["results"], checkpoint_path(recording, "model"))
+    line = "To be, or not to be, that is the question:"
+    ids = torch.tensor([shakespeare_splits()[0].encode(line)])
+    n = ids.shape[1]
+    with torch.no_grad():
+        block = gpt.blocks[0]
+        x = gpt.token_embedding(ids) + gpt.position_embedding(torch.arange(n))
+        _, weights = scaled_dot_product_attention(*block.attn.heads(block.ln_1(x)), causal_mask(n))
+    back = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).clamp(min=0)
+    w = weights[0, int((weights[0] * back).sum(-1).mean(-1).argmin())]
+    one_back = (w.argmax(-1)[1:] == torch.arange(n - 1)).float().mean().item()
+    assert shown(page, glued, "ch08_head_one_back", ".0%") == pytest.approx(one_back, abs=0.005)
+    near = (w * (back < 3)).sum(-1).mean().item()
+    assert shown(page, glued, "ch08_head_near", ".0%") == pytest.approx(near, abs=0.005)
+    assert one_back > 0.5 and near > 0.6
