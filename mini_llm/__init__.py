@@ -19,6 +19,9 @@ Chapter by chapter, the modules of book/chapters.yml and the names to read first
   2  N-grams, smoothing and perplexity
        smoothing: ngram_counts, add_k_probabilities, interpolate, NGramModel
        evaluation: split_documents, perplexity
+  Tools  Tensors, gradients and a training loop
+       gradients: numerical_gradient, gradient_descent
+       neural_bigram: one_hot, NeuralBigram, bigram_training_step, train_neural_bigram
   3  A neural language model
        mlp_lm: context_target_pairs, MLPLanguageModel, training_step, evaluate_perplexity
        engine.train: TrainConfig, train

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from _book_helpers import (
     BOOK_DIR,
     BOOK_HTML_DIR,
     MATHJAX_JS,
+    manifest,
     run_jupyter_book,
     select_chapter,
     selected_chapters,
@@ -60,7 +60,7 @@ def pytest_configure(config):
 def _about_chapter(item, chapter) -> bool:
     """The test is in the chapter's page test file or takes its page or assignment as a
     parameter (test_book, test_browser, the exercise and grading tests)."""
-    if item.path.name == f"test_chapter{chapter.number:02d}.py":
+    if item.path.name == chapter.page_test:
         return True
     params = getattr(item, "callspec", None)
     return params is not None and bool(
@@ -69,7 +69,9 @@ def _about_chapter(item, chapter) -> bool:
     )
 
 
-BOOK_TEST_FILES = re.compile(r"test_(book|browser|chapter\d+)\.py")
+BOOK_TEST_FILES = {"test_book.py", "test_browser.py"} | {
+    chapter.page_test for chapter in manifest.load().chapters
+}
 """the files whose tests use the built book: `make test`'s workers run them all on one worker"""
 
 
@@ -84,7 +86,7 @@ def xdist_scope(nodeid: str) -> str:
     (the grading runs, the other long chain); any other test with the rest of its file, whose
     module-scoped fixtures are then made once, unless its file is in TESTS_ON_THEIR_OWN."""
     file = nodeid.split("::")[0]
-    if BOOK_TEST_FILES.fullmatch(Path(file).name):
+    if Path(file).name in BOOK_TEST_FILES:
         return "book"
     return nodeid if Path(file).name in TESTS_ON_THEIR_OWN else file
 

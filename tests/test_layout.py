@@ -23,16 +23,17 @@ TOOLS = {"__init__", "_old_names", "cli", "corpus", "checks", "differential"}
 """top-level modules that serve the whole course rather than one chapter"""
 
 
-def package_index() -> dict[tuple[int, str], dict[str, list[str]]]:
-    """(number, title) -> {module: [names]} as the package docstring lists them."""
-    index: dict[tuple[int, str], dict[str, list[str]]] = {}
+def package_index() -> dict[tuple[str, str], dict[str, list[str]]]:
+    """(label, title) -> {module: [names]} as the package docstring lists them; the label is
+    the chapter's number, or an unnumbered chapter's part."""
+    index: dict[tuple[str, str], dict[str, list[str]]] = {}
     text = mini_llm.__doc__.split("Chapter by chapter", 1)[1]
     module = None
     for line in text.splitlines()[3:]:
-        chapter = re.fullmatch(r" {1,2}(\d+) {2}(\S.*)", line)
+        chapter = re.fullmatch(r" {1,2}(\d+|[A-Z]\w*) {2}(\S.*)", line)
         listed = re.fullmatch(r" {7}([\w.]+): (.+)", line)
         if chapter:
-            current = index.setdefault((int(chapter[1]), chapter[2]), {})
+            current = index.setdefault((chapter[1], chapter[2]), {})
         elif listed:
             module = listed[1]
             current[module] = [name.strip() for name in listed[2].rstrip(",").split(",")]
@@ -43,9 +44,9 @@ def package_index() -> dict[tuple[int, str], dict[str, list[str]]]:
 
 def test_the_package_index_lists_every_chapter_and_its_modules_as_the_manifest_does():
     index = package_index()
-    assert list(index) == [(c.number, c.title) for c in CHAPTERS]
+    assert list(index) == [(c.label, c.title) for c in CHAPTERS]
     for chapter in CHAPTERS:
-        listed = index[chapter.number, chapter.title]
+        listed = index[chapter.label, chapter.title]
         assert [f"mini_llm.{m}" for m in listed] == list(chapter.modules), chapter.page
         for module, names in listed.items():
             imported = importlib.import_module(f"mini_llm.{module}")
@@ -64,8 +65,9 @@ def test_every_concept_module_is_a_chapters_and_opens_with_it():
         chapter = home.get(f"mini_llm.{path.stem}")
         assert chapter is not None, f"{path.name} belongs to no chapter of book/chapters.yml"
         docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
-        opening = f"Chapter {chapter.number} -- {chapter.title}"
-        assert docstring.startswith(opening), f"{path.name} should open with {opening!r}"
+        assert docstring.startswith(chapter.heading), (
+            f"{path.name} should open with {chapter.heading!r}"
+        )
 
 
 def test_the_engine_is_its_own_package_and_no_model_imports_it():

@@ -23,15 +23,21 @@ def test_toc_and_intro_table_are_generated_from_the_manifest():
 
 def test_every_chapter_page_assignment_and_bug_file_is_in_the_manifest():
     ready = MANIFEST.ready()
+    bridges = {c.page for c in MANIFEST.chapters if c.number is None}
     pages = {p.stem for p in BOOK_DIR.glob("ch[0-9][0-9]_*.md")}
+    pages |= {p.stem for p in BOOK_DIR.glob("*.md") if p.stem in bridges}
     assert pages == {c.page for c in ready}, (
-        "book/chNN_*.md pages and the ready chapters of book/chapters.yml differ"
+        "book/chNN_*.md pages (and bridge pages) and the ready chapters of book/chapters.yml differ"
     )
     solutions = {p.parent.name for p in (REPO / "solutions").glob("*/*.ipynb")}
     assert solutions == {c.assignment for c in ready if c.assignment}, (
         "solutions/ and the assignments of the ready chapters in book/chapters.yml differ"
     )
-    bug_files = {str(p.relative_to(REPO)) for p in (REPO / "tests/buggy").glob("ch*.py")}
+    bug_files = {
+        str(p.relative_to(REPO))
+        for p in (REPO / "tests/buggy").glob("*.py")
+        if not p.name.startswith("_")
+    }
     assert bug_files == {c.bugs for c in ready if c.bugs}
 
 
@@ -78,7 +84,7 @@ def test_publishing_a_chapter_is_its_status():
 
     # in reading order: a later chapter of the part may be published already
     assert part(after) == sorted([*part(before), planned.page])
-    row = f"| {planned.number} | [{planned.title}]({planned.page}.md) |"
+    row = f"| {planned.label} | [{planned.title}]({planned.page}.md) |"
     assert row not in manifest.render_intro_table(unpublished)
     assert row in manifest.render_intro_table(published)
     # a Status column while a chapter is to come, none once every one is published
@@ -89,11 +95,33 @@ def test_publishing_a_chapter_is_its_status():
     assert ready_after == (0 if all_ready else len(unpublished.ready()) + 1)
 
 
+def test_a_bridge_chapter_is_unnumbered_and_the_numbers_go_on_around_it():
+    """An unnumbered chapter (``number: none``) sits in a part of its own, which the toc does
+    not number, and the intro labels it by its part; the numbered chapters keep 1, 2, ..."""
+    chapters = tuple(dataclasses.replace(c, status="ready") for c in MANIFEST.chapters)
+    published = dataclasses.replace(MANIFEST, chapters=chapters)
+    toc = yaml.safe_load(manifest.render_toc(published))
+    table = manifest.render_intro_table(published)
+    bridges = [c for c in chapters if c.number is None]
+    assert [c.page for c in bridges] == ["tools_pytorch"]
+    for bridge in bridges:
+        part = next(p for p in toc["parts"] if p["caption"] == bridge.part)
+        assert "numbered" not in part, part
+        assert [c["file"] for c in part["chapters"]] == [bridge.page]
+        assert f"| {bridge.part} | [{bridge.title}]({bridge.page}.md) |" in table
+        assert bridge.heading == f"{bridge.part} -- {bridge.title}"
+        assert bridge.page_test == f"test_chapter_{bridge.page}.py"
+    numbered = [c for c in chapters if c.number is not None]
+    assert [c.number for c in numbered] == list(range(1, len(numbered) + 1))
+    assert MANIFEST.chapter(3).page == "ch03_neural_lm"
+    assert MANIFEST.chapter("tools_pytorch").number is None
+
+
 def test_the_first_chapter_of_a_part_opens_the_part():
     chapters = [dataclasses.replace(c, status="ready") for c in MANIFEST.chapters]
     toc = yaml.safe_load(manifest.render_toc(dataclasses.replace(MANIFEST, chapters=chapters)))
     assert [p["caption"] for p in toc["parts"]] == ["Working with the course", *MANIFEST.parts]
-    assert [c["file"] for c in toc["parts"][4]["chapters"]] == ["ch12_gpu_training"]
+    assert [c["file"] for c in toc["parts"][-1]["chapters"]] == ["ch12_gpu_training"]
 
 
 def _entry(**change) -> dict:
@@ -118,6 +146,11 @@ def _entry(**change) -> dict:
         ([_entry(part="Counted")], "part 'Counted' is not one of"),
         ([_entry(status="done")], "status 'done' is not one of"),
         ([_entry(page="ch02_bigrams")], "is not ch01_topic"),
+        ([_entry(number="none")], "an unnumbered chapter's page 'ch01_bigrams' is not"),
+        (
+            [_entry(), _entry(number="none", page="tools", title="U")],
+            "part 'Counting' mixes numbered and unnumbered chapters",
+        ),
         ([{k: v for k, v in _entry().items() if k != "budget_s"}], "missing fields ['budget_s']"),
         ([_entry(), _entry(number=3, page="ch03_x")], "numbered 1, 2, ... in order"),
         ([_entry(assignment="ch01_x")], "needs a known-bugs file"),

@@ -41,6 +41,9 @@ FIELDS = [
 ]
 OPTIONAL_FIELDS = ["inputs"]
 PAGE_RE = re.compile(r"^ch(\d\d)_[a-z0-9_]+$")
+BRIDGE_PAGE_RE = re.compile(r"^(?!ch\d\d_)[a-z][a-z0-9_]+$")
+"""an unnumbered bridge chapter's page (``number: none``): the numbered chapters keep their
+numbers, and with them the names of the notebooks and gradebooks learners already have"""
 BEGIN_TABLE = "% BEGIN GENERATED chapter table: edit book/chapters.yml, then run `make toc`"
 END_TABLE = "% END GENERATED chapter table"
 
@@ -51,7 +54,7 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True)
 class Chapter:
-    number: int
+    number: int | None  # None: an unnumbered bridge chapter, its part's only kind
     page: str
     title: str
     summary: str
@@ -71,6 +74,24 @@ class Chapter:
     def source(self) -> Path:
         return BOOK_DIR / f"{self.page}.md"
 
+    @property
+    def label(self) -> str:
+        """What names the chapter beside its title: its number, or a bridge chapter's part."""
+        return self.part if self.number is None else str(self.number)
+
+    @property
+    def heading(self) -> str:
+        """How its concept modules' docstrings open: ``Chapter 3 -- <title>``, ``Tools -- …``."""
+        prefix = self.part if self.number is None else f"Chapter {self.number}"
+        return f"{prefix} -- {self.title}"
+
+    @property
+    def page_test(self) -> str:
+        """The file of its page's tests, in tests/."""
+        if self.number is None:
+            return f"test_chapter_{self.page}.py"
+        return f"test_chapter{self.number:02d}.py"
+
 
 @dataclass(frozen=True)
 class Manifest:
@@ -85,7 +106,10 @@ class Manifest:
     def chapter(self, key: str | int) -> Chapter:
         """A chapter by number (7, "07") or page name (ch07_attention)."""
         for chapter in self.chapters:
-            if str(key) in (chapter.page, str(chapter.number), f"{chapter.number:02d}"):
+            names = {chapter.page}
+            if chapter.number is not None:
+                names |= {str(chapter.number), f"{chapter.number:02d}"}
+            if str(key) in names:
                 return chapter
         raise ManifestError(f"no chapter {key!r} in {MANIFEST.name}")
 
@@ -96,9 +120,17 @@ def _chapter(entry: dict, parts: tuple[str, ...]) -> Chapter:
     unknown = sorted(set(entry) - set(FIELDS) - set(OPTIONAL_FIELDS))
     if missing or unknown:
         raise ManifestError(f"{where}: missing fields {missing}, unknown fields {unknown}")
-    page = PAGE_RE.match(str(entry["page"]))
-    if not page or int(page.group(1)) != entry["number"]:
-        raise ManifestError(f"{where}: page {entry['page']!r} is not ch{entry['number']:02d}_topic")
+    number = None if entry["number"] in (None, "none") else entry["number"]
+    if number is None:
+        if not BRIDGE_PAGE_RE.match(str(entry["page"])):
+            raise ManifestError(
+                f"{where}: an unnumbered chapter's page {entry['page']!r} is not a lower-case "
+                "name without a chNN_ prefix"
+            )
+    else:
+        page = PAGE_RE.match(str(entry["page"]))
+        if not page or int(page.group(1)) != number:
+            raise ManifestError(f"{where}: page {entry['page']!r} is not ch{number:02d}_topic")
     if entry["part"] not in parts:
         raise ManifestError(f"{where}: part {entry['part']!r} is not one of {list(parts)}")
     if entry["status"] not in STATUSES:
@@ -110,7 +142,7 @@ def _chapter(entry: dict, parts: tuple[str, ...]) -> Chapter:
     if (assignment is None) != (bugs is None):
         raise ManifestError(f"{where}: an assignment needs a known-bugs file, and only one does")
     chapter = Chapter(
-        number=int(entry["number"]),
+        number=None if number is None else int(number),
         page=str(entry["page"]),
         title=str(entry["title"]).strip(),
         summary=" ".join(str(entry["summary"]).split()),
@@ -146,12 +178,18 @@ def load(path: Path = MANIFEST) -> Manifest:
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     parts = tuple(data["parts"])
     chapters = tuple(_chapter(entry, parts) for entry in data["chapters"])
-    numbers = [c.number for c in chapters]
-    if numbers != list(range(1, len(chapters) + 1)):
+    numbers = [c.number for c in chapters if c.number is not None]
+    if numbers != list(range(1, len(numbers) + 1)):
         raise ManifestError(f"{path.name}: chapters must be numbered 1, 2, ... in order: {numbers}")
     order = [parts.index(c.part) for c in chapters]
     if order != sorted(order):
         raise ManifestError(f"{path.name}: chapters must follow the order of the parts {parts}")
+    for part in parts:
+        kinds = {c.number is None for c in chapters if c.part == part}
+        if len(kinds) > 1:
+            raise ManifestError(
+                f"{path.name}: part {part!r} mixes numbered and unnumbered chapters"
+            )
     assignments = [c.assignment for c in chapters if c.assignment]
     if len(set(assignments)) != len(assignments):
         raise ManifestError(f"{path.name}: two chapters share an assignment: {assignments}")
@@ -173,10 +211,11 @@ def render_toc(manifest: Manifest) -> str:
         lines += [f"  - caption: {manifest.front_caption}", "    chapters:"]
         lines += [f"      - file: {page}" for page in manifest.front_pages]
     for part in manifest.parts:
-        pages = [c.page for c in manifest.ready() if c.part == part]
-        if pages:
-            lines += [f"  - caption: {part}", "    numbered: true", "    chapters:"]
-            lines += [f"      - file: {page}" for page in pages]
+        chapters = [c for c in manifest.ready() if c.part == part]
+        if chapters:
+            lines += [f"  - caption: {part}"]
+            lines += ["    numbered: true"] if chapters[0].number is not None else []
+            lines += ["    chapters:", *(f"      - file: {c.page}" for c in chapters)]
     return "\n".join(lines) + "\n"
 
 
@@ -192,7 +231,7 @@ def render_intro_table(manifest: Manifest) -> str:
     for c in manifest.chapters:
         title = f"[{c.title}]({c.page}.md)" if c.ready else c.title
         status = f" {c.status} |" if with_status else ""
-        rows.append(f"| {c.number} | {title} | {c.summary} |{status}")
+        rows.append(f"| {c.label} | {title} | {c.summary} |{status}")
     return "\n".join([BEGIN_TABLE, "", *rows, "", END_TABLE])
 
 
