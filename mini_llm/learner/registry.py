@@ -50,6 +50,11 @@ ch02_ngrams         ngram_counts                    mini_llm.smoothing
 ch02_ngrams         add_k_probabilities             mini_llm.smoothing
 ch02_ngrams         interpolate                     mini_llm.smoothing
 ch02_ngrams         perplexity                      mini_llm.evaluation
+tools_pytorch       one_hot                         mini_llm.neural_bigram
+tools_pytorch       numerical_gradient              mini_llm.gradients
+tools_pytorch       gradient_descent                mini_llm.gradients
+tools_pytorch       NeuralBigram                    mini_llm.neural_bigram
+tools_pytorch       bigram_training_step            mini_llm.neural_bigram
 ch03_neural_lm      context_target_pairs            mini_llm.mlp_lm
 ch03_neural_lm      MLPLanguageModel                mini_llm.mlp_lm
 ch03_neural_lm      training_step                   mini_llm.mlp_lm
