@@ -104,7 +104,7 @@ class Manifest:
         return [c for c in self.chapters if c.ready]
 
     def chapter(self, key: str | int) -> Chapter:
-        """A chapter by number (7, "07") or page name (ch07_attention)."""
+        """A chapter by number (7, "07") or page name (ch07_attention, tools_pytorch)."""
         for chapter in self.chapters:
             names = {chapter.page}
             if chapter.number is not None:
