@@ -61,6 +61,8 @@ Chapter by chapter, the modules of book/chapters.yml and the names to read first
        engine.cpu_linear: accelerate
        engine.cpu_parallel: CoreWorkers
        engine.results: read_gpu_results
+ 13  A Vision Transformer
+       vit: patchify, unpatchify, PatchEmbedding, VisionTransformer, matched_mlp
 """
 
 __version__ = "0.1.0"

@@ -6,6 +6,9 @@ Every corpus is a list of documents (strings):
   from Markdown into plain text (speaker names as ``NAME:`` lines, stage directions kept as text);
 * ``names`` -- US census first names from the ``names`` package, one lower-case name each;
 * ``words`` -- English words from the ``english-words`` package (web2 list, lower-case, letters only).
+
+One image set ships the same way, for chapter 13's Vision Transformer: :func:`load_digits`,
+the 1,797 handwritten digits (8 x 8 pixels) that come with ``scikit-learn``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ import re
 from collections.abc import Callable
 from functools import cache
 from importlib import import_module, resources
+from importlib.util import find_spec
+from pathlib import Path
+
+import numpy as np
 
 
 class CorpusError(ValueError):
@@ -106,3 +113,26 @@ def load_corpus(name: str) -> list[str]:
 def load_text(name: str) -> str:
     """All documents of a corpus joined into one string, for character-level models."""
     return "\n".join(load_corpus(name))
+
+
+@cache
+def _digits() -> tuple[np.ndarray, np.ndarray]:
+    spec = find_spec("sklearn")  # found, not imported: importing scikit-learn takes a second
+    if spec is None or not spec.submodule_search_locations:
+        raise CorpusError(
+            "the digit images need the package 'scikit-learn', which is not installed: "
+            "pip install scikit-learn"
+        )
+    table = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
+    rows = np.loadtxt(table, delimiter=",", dtype=np.uint8)
+    return rows[:, :64].reshape(-1, 8, 8), rows[:, 64].astype(np.int64)
+
+
+def load_digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's handwritten digits: images (1797, 8, 8) of ink counts 0..16 and labels 0..9.
+
+    Read from the file the package ships (the UCI "optical recognition" set: 32 x 32 bitmaps
+    counted in 4 x 4 blocks), without importing scikit-learn's estimators.
+    """
+    images, labels = _digits()
+    return images.copy(), labels.copy()
