@@ -62,7 +62,7 @@ Chapter by chapter, the modules of book/chapters.yml and the names to read first
        engine.cpu_parallel: CoreWorkers
        engine.results: read_gpu_results
  13  A Vision Transformer
-       vit: patchify, unpatchify, PatchEmbedding, VisionTransformer, matched_mlp
+       vit: patchify, unpatchify, PatchEmbedding, ClassificationHead, VisionTransformer, matched_mlp
 """
 
 __version__ = "0.1.0"

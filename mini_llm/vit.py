@@ -89,8 +89,24 @@ class PatchEmbedding(nn.Module):
         return torch.cat([class_token, tokens], dim=1) + self.positions
 
 
+class ClassificationHead(nn.Module):
+    """Encoder tokens (B, 1 + N, d) -> class scores (B, n_classes), read from the class token.
+
+    Only token 0 is classified: attention has had every layer to gather into it what the
+    patches say. A LayerNorm first, since the pre-LN encoder leaves its output unnormalised.
+    """
+
+    def __init__(self, d_model: int, n_classes: int):
+        super().__init__()
+        self.norm = LayerNorm(d_model)
+        self.linear = nn.Linear(d_model, n_classes)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.norm(tokens[:, 0]))
+
+
 class VisionTransformer(nn.Module):
-    """Patch embedding, pre-LN encoder layers (chapter 9's), a LayerNorm and a linear head.
+    """Patch embedding, pre-LN encoder layers (chapter 9's) and a classification head.
 
     ``forward(images)`` returns class scores (B, n_classes) read from the class token;
     ``attention(images)`` returns each layer's attention weights (B, heads, 1 + N, 1 + N).
@@ -111,8 +127,7 @@ class VisionTransformer(nn.Module):
         self.layers = nn.ModuleList(
             EncoderLayer(d_model, n_heads, norm_first=True) for _ in range(n_layers)
         )
-        self.norm = LayerNorm(d_model)
-        self.head = nn.Linear(d_model, n_classes)
+        self.head = ClassificationHead(d_model, n_classes)
 
     def encode(self, images: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The encoder's output tokens (B, 1 + N, d) and every layer's attention weights."""
@@ -125,7 +140,7 @@ class VisionTransformer(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         tokens, _ = self.encode(images)
-        return self.head(self.norm(tokens[:, 0]))  # the class token alone is classified
+        return self.head(tokens)
 
     def attention(self, images: torch.Tensor) -> list[torch.Tensor]:
         return self.encode(images)[1]

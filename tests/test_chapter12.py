@@ -202,8 +202,9 @@ def test_explicit_attention_memory_grows_quadratically_and_fused_linearly(page, 
     assert 2.5 < explicit <= 4.2  # "on its way to the 4-fold of a T² term"
     assert fused == pytest.approx(2, abs=0.2)  # "linearly"
     assert shown(page, glued, "ch12_attn_memory_ratio", ".1f") > 2
-    # "the time mixes two savings": the explicit layer is the slower one at T = 1024
-    assert shown(page, glued, "ch12_attn_time_ratio", ".1f") > 1
+    # the time is shown as this machine's measurement, not claimed to favour either kernel
+    # (the CPUs that build the book disagree: 2.3 on one, 0.97 on another)
+    assert shown(page, glued, "ch12_attn_time_ratio", ".1f") > 0
     flat = " ".join(page[1].split())
     # both savings are named (PyTorch's fused kernel skips the key blocks above the diagonal),
     # and the page does not claim the measurement separates them
