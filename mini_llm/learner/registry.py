@@ -101,6 +101,10 @@ ch12_gpu_training   learning_rate_at                mini_llm.engine.schedule:war
 ch12_gpu_training   flops_per_token                 mini_llm.flops
 ch12_gpu_training   mfu                             mini_llm.flops
 ch12_gpu_training   fit_power_law                   mini_llm.scaling
+ch13_vision_transformer patchify                mini_llm.vit
+ch13_vision_transformer unpatchify              mini_llm.vit
+ch13_vision_transformer PatchEmbedding          mini_llm.vit
+ch13_vision_transformer ClassificationHead      mini_llm.vit
 """
 """One part a line: assignment, name, reference module (``module:name`` where the reference has
 another name), then ``also=`` (comma-separated) and ``stand_in=`` where needed."""
