@@ -63,6 +63,9 @@ Chapter by chapter, the modules of book/chapters.yml and the names to read first
        engine.results: read_gpu_results
  13  A Vision Transformer
        vit: patchify, unpatchify, PatchEmbedding, ClassificationHead, VisionTransformer, matched_mlp
+ 14  Adapting the GPT: instruction tuning and LoRA
+       instruct: instruction_split, encode_examples, masked_loss, finetune, evaluate
+       lora: LoRALinear, add_lora, merge_lora, trainable_parameters, lora_parameter_count
 """
 
 __version__ = "0.1.0"
