@@ -36,6 +36,7 @@ PLANNED_CHAPTERS = {
     11: "gpt",
     12: "gpu",
     13: "vision transformer",
+    14: "adapting the gpt",
 }
 
 # A URL that leaves the machine: http://, https:// or protocol-relative //host.
