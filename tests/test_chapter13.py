@@ -19,7 +19,7 @@ glued = glued_fixture("ch13_vision_transformer", in_prose=False)
 def test_the_split_and_the_patches(page, glued):
     n_train = shown(page, glued, "ch13_n_train", ",")
     n_test = glued["ch13_n_test"]
-    assert n_train + n_test == len(load_digits()[1])
+    assert n_train + n_test == shown(page, glued, "ch13_n_digits", ",") == len(load_digits()[1])
     _, text = page
     # 8 x 8 digits in 2 x 2 patches: 16 tokens of 4 values, for every test image
     assert f"patches ({n_test}, 16, 4)" in text
