@@ -142,6 +142,19 @@ def masked_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
 
 
+def finetune_step(model, optimizer, inputs, targets, grad_clip: float | None = 1.0) -> float:
+    """One step of instruction tuning: the masked loss of a batch, its gradients, one update of
+    the parameters ``optimizer`` holds. Returns the loss before the update."""
+    loss = masked_loss(model(inputs)[0], targets)
+    optimizer.zero_grad()
+    loss.backward()
+    if grad_clip is not None:  # one unlucky batch must not undo what pre-training learned
+        parameters = [p for group in optimizer.param_groups for p in group["params"]]
+        torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
+    optimizer.step()
+    return loss.item()
+
+
 def finetune(
     model,
     examples,
@@ -167,13 +180,7 @@ def finetune(
     for _ in tqdm(range(steps), disable=not progress, desc="fine-tuning"):
         chosen = torch.randint(len(examples), (batch_size,), generator=generator).tolist()
         inputs, targets, _ = encode_examples([examples[i] for i in chosen], tokenizer, block_size)
-        loss = masked_loss(model(inputs)[0], targets)
-        optimizer.zero_grad()
-        loss.backward()
-        if grad_clip is not None:  # one unlucky batch must not undo what pre-training learned
-            torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
-        optimizer.step()
-        losses.append(loss.item())
+        losses.append(finetune_step(model, optimizer, inputs, targets, grad_clip))
     model.eval()
     return losses
 

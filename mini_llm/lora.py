@@ -91,6 +91,12 @@ def merge_lora(model: nn.Module) -> nn.Module:
     return model
 
 
+def lora_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Only the adapters' A and B, by name: what one fine-tuned task costs to keep beside the
+    shared base model (load it back with ``load_state_dict(..., strict=False)``)."""
+    return {k: v for k, v in model.state_dict().items() if k.endswith((".A", ".B"))}
+
+
 def trainable_parameters(model: nn.Module) -> int:
     """How many numbers an optimizer would change: the parameters that require gradients."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

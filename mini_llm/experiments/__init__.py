@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
-MODULES = ["ch09_transformer_vs_gru", "ch11_gpt_cpu", "ch11_sweep"]
+MODULES = ["ch09_transformer_vs_gru", "ch11_gpt_cpu", "ch11_sweep", "ch14_adapt"]
 
 
 class Recorded(NamedTuple):
