@@ -95,6 +95,29 @@ def test_the_committed_gpt_checkpoint_gives_back_its_recorded_loss(shakespeare):
     assert model.num_parameters() == results["parameters"]
 
 
+def test_the_committed_lora_adapter_gives_back_its_recorded_scores():
+    """Chapter 14's kept adapter, on the base GPT, scores the first-word test examples as
+    recorded (one task of three: the whole test half is the page's check)."""
+    from mini_llm import instruct
+    from mini_llm.experiments import ch14_adapt
+
+    recording = read_recording(ch14_adapt.NAME)
+    results = recording["results"]
+    model = ch14_adapt.adapted_model(
+        results["kept_rank"], recorded.checkpoint_path(recording, "adapter")
+    )
+    _, held_out = instruct.instruction_split()
+    _, test = ch14_adapt.split_held_out(held_out)
+    first = [e for e in test if e.task == "first"]
+    scores = instruct.evaluate(model, first, instruct.shakespeare_tokenizer())
+    (kept,) = [
+        r for r in results["runs"]
+        if r["method"] == "lora" and r["rank"] == results["kept_rank"] and r["seed"] == 0
+    ]  # fmt: skip
+    assert scores["exact_match"] == kept["test"]["first"]["exact_match"]
+    assert abs(scores["response_bpc"] - kept["test"]["first"]["response_bpc"]) <= 1e-4
+
+
 def test_a_checkpoint_of_another_shape_is_refused_naming_the_file(tmp_path):
     from mini_llm.gpt import GPT, GPTConfig
 
