@@ -105,6 +105,10 @@ ch13_vision_transformer patchify                mini_llm.vit
 ch13_vision_transformer unpatchify              mini_llm.vit
 ch13_vision_transformer PatchEmbedding          mini_llm.vit
 ch13_vision_transformer ClassificationHead      mini_llm.vit
+ch14_adapting_gpt   encode_examples                 mini_llm.instruct
+ch14_adapting_gpt   masked_loss                     mini_llm.instruct
+ch14_adapting_gpt   LoRALinear                      mini_llm.lora
+ch14_adapting_gpt   finetune_step                   mini_llm.instruct
 """
 """One part a line: assignment, name, reference module (``module:name`` where the reference has
 another name), then ``also=`` (comma-separated) and ``stand_in=`` where needed."""
