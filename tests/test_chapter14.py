@@ -128,7 +128,7 @@ def test_the_recorded_comparison_says_what_the_runs_show(page, glued, recording)
 
 
 def test_lora_answers_the_common_word_and_generalises_to_unread_lines(page, glued):
-    assert shown(page, glued, "ch14_common") == "And"
+    assert "'And\\n'" in page[1]  # "It answers \"And\""
     assert shown(page, glued, "ch14_common_said", ".0f") > 50
     assert glued["ch14_common_right"] < 20
     assert shown(page, glued, "ch14_read_share", ".0f") > 50  # "most test lines"
