@@ -10,6 +10,7 @@ import pytest
 from _book_helpers import (
     CHAPTER_RE,
     MYST_NOTEBOOK_HEADER,
+    REPO,
     chapter_docnames,
     glued_values,
     run_jupyter_book,
@@ -274,11 +275,44 @@ def test_intro_lists_every_planned_chapter(built_book):
             )
 
 
+def test_the_book_carries_the_course_it_was_built_from(built_book):
+    """The intro and the exercises guide link to an archive of the repository's tracked files,
+    each as it was when the book was built, under one folder."""
+    import subprocess
+    import tarfile
+
+    import course_archive
+
+    for docname in ("intro", "exercises"):
+        links = [a["href"] for a in article(page(built_book, docname)).find_all("a", href=True)]
+        assert course_archive.ARCHIVE in links, f"{docname} does not link to the archive"
+    if (REPO / ".git").exists():
+        tracked = subprocess.run(
+            ["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True, text=True
+        ).stdout.split("\0")
+    else:  # a course unpacked from the archive: the files it listed
+        tracked = (REPO / course_archive.LISTING).read_text().splitlines()
+    tracked = sorted(name for name in tracked if name and (REPO / name).is_file())
+    folder = course_archive.FOLDER
+    with tarfile.open(built_book / course_archive.ARCHIVE) as archive:
+        names = archive.getnames()
+        listing = archive.extractfile(f"{folder}/{course_archive.LISTING}").read().decode()
+        makefile = archive.extractfile(f"{folder}/Makefile").read()
+    assert sorted(names) == sorted([f"{folder}/{n}" for n in tracked + [course_archive.LISTING]])
+    assert listing.splitlines() == tracked
+    assert makefile == (REPO / "Makefile").read_bytes()
+    assert f"{folder}/book/_build/html/intro.html" not in names  # no build output, no .venv
+
+
 def test_intro_explains_setup_exercises_and_grading(built_book):
     text = " ".join(article(page(built_book, "intro")).get_text().split())
     for phrase in [
         "make book",
         "make test",
+        "make setup",
+        "make lab",
+        "download.pytorch.org/whl/cpu",
+        "mini_llm-course.tar.gz",
         ".venv/bin/jupyter lab",
         "mini-llm learner start",
         "my_exercises/ch01_bigrams/ch01_bigrams.ipynb",
