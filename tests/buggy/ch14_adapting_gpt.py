@@ -400,6 +400,23 @@ def _(model, optimizer, inputs, targets, grad_clip=1.0):
     return loss.item()
 
 
+@bug("finetune_step", "targets_changed_in_place", "IGNORE written over as 0 in the caller's targets")
+def _(model, optimizer, inputs, targets, grad_clip=1.0):
+    logits = model(inputs)[0]
+    mask = targets != IGNORE
+    targets[~mask] = 0  # "harmless": those positions are masked out below
+    losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
+    loss = (losses * mask.flatten()).sum() / mask.sum()
+    optimizer.zero_grad()
+    loss.backward()
+    if grad_clip is not None:
+        nn.utils.clip_grad_norm_(
+            [p for g in optimizer.param_groups for p in g["params"]], grad_clip
+        )
+    optimizer.step()
+    return loss.item()
+
+
 @correct("finetune_step", "set_to_none_and_float")
 def _(model, optimizer, inputs, targets, grad_clip=1.0):
     """Gradients set to None by hand, the loss written out, float() of a detached copy."""
