@@ -400,7 +400,7 @@ def _(model, optimizer, inputs, targets, grad_clip=1.0):
     return loss.item()
 
 
-@bug("finetune_step", "targets_changed_in_place", "IGNORE written over as 0 in the caller's targets")
+@bug("finetune_step", "targets_changed_in_place", "0 written over IGNORE in the targets")
 def _(model, optimizer, inputs, targets, grad_clip=1.0):
     logits = model(inputs)[0]
     mask = targets != IGNORE
